@@ -1,0 +1,88 @@
+import type { PluginKind } from '@bifro/spi';
+
+/** One listener: where the broker accepts MQTT connections. */
+export interface ListenerConfig {
+  /** Unique name, used in logs, events and ClientInfo.listener. */
+  readonly name: string;
+  readonly type: 'tcp' | 'tls' | 'ws' | 'wss';
+  readonly host: string;
+  readonly port: number;
+  /** tls / wss only. Paths are absolute after loading. */
+  readonly tls?: {
+    readonly cert: string;
+    readonly key: string;
+    readonly ca?: string;
+    /** Ask clients for a certificate. */
+    readonly requestCert: boolean;
+    /** Refuse clients whose certificate does not chain to `ca` (only with requestCert). */
+    readonly rejectUnauthorized: boolean;
+  };
+  /** ws / wss only: the HTTP path of the WebSocket endpoint. */
+  readonly path?: string;
+  /** Expect a PROXY protocol v1/v2 header before MQTT bytes. */
+  readonly proxyProtocol: boolean;
+}
+
+/** A plugin chosen for a kind. */
+export interface PluginRef {
+  /** The plugin's package name (from its package.json), e.g. `@bifro/plugin-storage-memory`. */
+  readonly use: string;
+  /** A required plugin that fails to load stops the start; an optional one is logged and skipped. */
+  readonly required: boolean;
+  /** Handed to the plugin as `ctx.options`. */
+  readonly options: Readonly<Record<string, unknown>>;
+}
+
+/** Which plugins serve each kind. Chains (auth, acl) and collectors (events) take lists. */
+export interface PluginsConfig {
+  /** npm package names (resolved from the broker's node_modules) to load besides the plugins directory. */
+  readonly packages: readonly string[];
+  /** How long a plugin's init may take. */
+  readonly initTimeoutMs: number;
+  /** How long one plugin call (authenticate, checkPermission...) may take before it counts as an error. */
+  readonly callTimeoutMs: number;
+  readonly auth: readonly PluginRef[];
+  readonly acl: readonly PluginRef[];
+  readonly events: readonly PluginRef[];
+  readonly balancer?: PluginRef;
+  readonly settings?: PluginRef;
+  readonly throttler?: PluginRef;
+  readonly storage?: PluginRef;
+}
+
+/** MQTT protocol limits that are per broker rather than per tenant. */
+export interface MqttConfig {
+  /** Close a connection that sends no CONNECT within this time. */
+  readonly connectTimeoutMs: number;
+  /** Longest client identifier accepted (bytes). */
+  readonly maxClientIdLength: number;
+}
+
+export interface LogConfig {
+  readonly level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Pretty output; default: when stdout is a TTY. */
+  readonly pretty?: boolean;
+}
+
+/** The whole broker configuration after loading: every default applied, every path absolute. */
+export interface BrokerConfig {
+  /** Absolute path of the file it came from; undefined when built from defaults only. */
+  readonly file: string | undefined;
+  /** Directory relative paths resolve against (the config file's directory, or the cwd). */
+  readonly configDir: string;
+  /** Name of this broker node (logs, cluster). */
+  readonly nodeId: string;
+  readonly dataDir: string;
+  readonly pluginsDir: string;
+  /** Where `bifro start --daemon` writes its pid; default `<dataDir>/bifro.pid`. */
+  readonly pidFile: string;
+  readonly listeners: readonly ListenerConfig[];
+  readonly plugins: PluginsConfig;
+  readonly mqtt: MqttConfig;
+  readonly log: LogConfig;
+}
+
+/** The kinds configured with a list of plugins. */
+export const LIST_KINDS = ['auth', 'acl', 'events'] as const satisfies readonly PluginKind[];
+/** The kinds configured with at most one plugin. */
+export const SINGLE_KINDS = ['balancer', 'settings', 'throttler', 'storage'] as const satisfies readonly PluginKind[];

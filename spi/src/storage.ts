@@ -1,0 +1,193 @@
+import type { Lifecycle, ProtocolVersion, QoS, UserProperties } from './common';
+
+/** MQTT 5 message properties kept with a stored message. */
+export interface MessageProperties {
+  readonly payloadFormatIndicator?: boolean;
+  /** Message Expiry Interval in seconds, as the publisher sent it. */
+  readonly messageExpiryInterval?: number;
+  readonly contentType?: string;
+  readonly responseTopic?: string;
+  readonly correlationData?: Uint8Array;
+  readonly userProperties?: UserProperties;
+}
+
+/** An application message as the broker keeps it (retained store, inbox, inflight). */
+export interface StoredMessage {
+  readonly topic: string;
+  readonly payload: Uint8Array;
+  /** QoS the publisher used. */
+  readonly qos: QoS;
+  /** The RETAIN flag the publisher set. */
+  readonly retain: boolean;
+  readonly properties?: MessageProperties;
+  /** When the broker received it, milliseconds since the epoch. */
+  readonly publishedAt: number;
+  /** When it expires (from Message Expiry Interval), milliseconds since the epoch; absent: never. */
+  readonly expiresAt?: number;
+}
+
+/** Subscription options (MQTT 5 names; MQTT 3 sessions use the defaults). */
+export interface SubscriptionOptions {
+  readonly qos: QoS;
+  readonly noLocal: boolean;
+  readonly retainAsPublished: boolean;
+  readonly retainHandling: 0 | 1 | 2;
+  readonly subscriptionId?: number;
+}
+
+/** One subscription of a session. */
+export interface SubscriptionRecord extends SubscriptionOptions {
+  /** The topic filter as the client sent it, including any `$share/<group>/` prefix. */
+  readonly filter: string;
+}
+
+/** A session's will message. */
+export interface WillRecord {
+  readonly topic: string;
+  readonly payload: Uint8Array;
+  readonly qos: QoS;
+  readonly retain: boolean;
+  readonly properties?: MessageProperties;
+  /** v5 Will Delay Interval in seconds (0 for MQTT 3). */
+  readonly delaySeconds: number;
+}
+
+/** What survives of a persistent session while its client is away. */
+export interface SessionRecord {
+  readonly tenantId: string;
+  readonly clientId: string;
+  readonly userId: string;
+  readonly protocolVersion: ProtocolVersion;
+  /** Session Expiry Interval in seconds after the client disconnects (0xFFFFFFFF: never). */
+  readonly expirySeconds: number;
+  /** Milliseconds since the epoch. */
+  readonly createdAt: number;
+  /** When the client last disconnected (ms since epoch); absent while connected. */
+  readonly disconnectedAt?: number;
+  readonly subscriptions: readonly SubscriptionRecord[];
+  readonly will?: WillRecord;
+}
+
+/** Paging for list calls: keys are returned in ascending order, starting after `after`. */
+export interface PageRequest {
+  readonly tenantId?: string;
+  /** Exclusive start key (a client id for sessions, a topic for retained messages). */
+  readonly after?: string;
+  readonly limit: number;
+}
+
+/** Session records, keyed by (tenantId, clientId). */
+export interface SessionStore {
+  get(tenantId: string, clientId: string): Promise<SessionRecord | undefined>;
+  /** Create or replace. */
+  put(record: SessionRecord): Promise<void>;
+  /** Remove the session, its inbox and its inflight state. */
+  delete(tenantId: string, clientId: string): Promise<void>;
+  /** Sessions of one tenant (or all tenants, ordered by tenant then client id) after a key. */
+  list(page: PageRequest): Promise<SessionRecord[]>;
+}
+
+/** A message queued for a session, with what its delivery needs. */
+export interface InboxMessage {
+  readonly message: StoredMessage;
+  /** Delivery QoS: min(message QoS, subscription QoS). */
+  readonly qos: QoS;
+  /** RETAIN flag to deliver with (retain-as-published). */
+  readonly retain: boolean;
+  /** v5 Subscription Identifiers of the matching subscriptions. */
+  readonly subscriptionIds?: readonly number[];
+}
+
+/** A queued message and its position. Sequence numbers grow by one per append, per session. */
+export interface InboxEntry extends InboxMessage {
+  readonly seq: number;
+}
+
+/** How an append treats a full inbox. */
+export interface InboxLimit {
+  /** Most entries the inbox may hold. */
+  readonly maxSize: number;
+  /** When full: drop the oldest entries to make room (true), or refuse the new ones (false). */
+  readonly dropOldest: boolean;
+}
+
+/** Outcome of an append. */
+export interface InboxAppendResult {
+  /** How many of the given messages were queued. */
+  readonly appended: number;
+  /** How many entries were dropped (old ones or refused new ones). */
+  readonly dropped: number;
+}
+
+/** The offline queue of each persistent session. */
+export interface InboxStore {
+  /** Queue messages in order. Resolves once they are stored (durably, for durable backends). */
+  append(tenantId: string, clientId: string, messages: readonly InboxMessage[], limit: InboxLimit): Promise<InboxAppendResult>;
+  /** Up to `max` entries with seq greater than `afterSeq`, oldest first. */
+  read(tenantId: string, clientId: string, afterSeq: number, max: number): Promise<InboxEntry[]>;
+  /** Remove every entry with seq up to and including `uptoSeq`. */
+  commit(tenantId: string, clientId: string, uptoSeq: number): Promise<void>;
+  /** Number of entries, without scanning. */
+  count(tenantId: string, clientId: string): Promise<number>;
+}
+
+/** An outbound QoS 1/2 message waiting for the client's acknowledgement. */
+export interface InflightRecord {
+  readonly packetId: number;
+  /** `publish`: PUBLISH sent, awaiting PUBACK/PUBREC. `pubrel`: PUBREL sent, awaiting PUBCOMP. */
+  readonly phase: 'publish' | 'pubrel';
+  /** The message (phase `publish` only). */
+  readonly message?: InboxMessage;
+}
+
+/** QoS 1/2 state that must survive a restart for DUP redelivery and exactly-once. */
+export interface InflightStore {
+  /** Create or replace outbound records by packet id. */
+  put(tenantId: string, clientId: string, records: readonly InflightRecord[]): Promise<void>;
+  remove(tenantId: string, clientId: string, packetIds: readonly number[]): Promise<void>;
+  /** Outbound records in the order they were first put. */
+  list(tenantId: string, clientId: string): Promise<InflightRecord[]>;
+  /** Remember an inbound QoS 2 packet id (PUBREC sent, PUBREL not yet received). */
+  addIncoming(tenantId: string, clientId: string, packetId: number): Promise<void>;
+  removeIncoming(tenantId: string, clientId: string, packetId: number): Promise<void>;
+  listIncoming(tenantId: string, clientId: string): Promise<number[]>;
+}
+
+/** Totals of a tenant's retained messages. */
+export interface RetainedTotals {
+  readonly topics: number;
+  /** Sum of topic and payload bytes. */
+  readonly bytes: number;
+}
+
+/** Retained messages, one per (tenantId, topic). */
+export interface RetainStore {
+  /** Create or replace the retained message of `message.topic`. */
+  put(tenantId: string, message: StoredMessage): Promise<void>;
+  /** Remove; resolves true when there was one. */
+  delete(tenantId: string, topic: string): Promise<boolean>;
+  get(tenantId: string, topic: string): Promise<StoredMessage | undefined>;
+  /**
+   * Retained messages whose topic matches `filter` (MQTT wildcard rules: `+`/`#` do not match
+   * topics starting with `$` at the first level), at most `limit`, expired ones left out. Must not
+   * scan every retained message of the tenant for a filter with a literal first level.
+   */
+  match(tenantId: string, filter: string, limit: number, now: number): Promise<StoredMessage[]>;
+  totals(tenantId: string): Promise<RetainedTotals>;
+  /** Retained messages of a tenant ordered by topic, after a topic. */
+  list(page: PageRequest & { readonly tenantId: string }): Promise<StoredMessage[]>;
+}
+
+/**
+ * Where the broker keeps durable state. One storage plugin is active. Promises resolve once the
+ * write is stored; a durable backend resolves after the data is on disk (it may group writes of
+ * a few milliseconds into one batch).
+ */
+export interface Storage extends Lifecycle {
+  /** true when a resolved write survives a process crash. */
+  readonly durable: boolean;
+  readonly sessions: SessionStore;
+  readonly inbox: InboxStore;
+  readonly inflight: InflightStore;
+  readonly retained: RetainStore;
+}
