@@ -13,3 +13,4 @@ export * from './settings';
 export * from './throttler';
 export * from './storage';
 export * from './plugin';
+export * from './paging';

@@ -83,7 +83,11 @@ export const SETTINGS = {
 export type SettingName = keyof typeof SETTINGS;
 
 /** The value type of a setting. */
-export type SettingValue<S extends SettingName = SettingName> = (typeof SETTINGS)[S]['default'] extends boolean ? boolean : number;
+export type SettingValue<S extends SettingName = SettingName> = S extends SettingName
+  ? (typeof SETTINGS)[S]['default'] extends boolean
+    ? boolean
+    : number
+  : never;
 
 /** A change a {@link SettingProvider} announces: one tenant (or all, `tenantId` undefined) may have new values. */
 export interface SettingChange {

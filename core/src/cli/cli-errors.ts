@@ -1,0 +1,35 @@
+import { BifroError, defineErrors } from '../errors';
+
+/** Errors of the `bifro` command line itself. */
+export const CLI_ERRORS = defineErrors({
+  BIFRO_CLI_USAGE: {
+    summary: 'The command line names an unknown command or option, or an option lacks its value.',
+    remedy: 'Run `bifro --help` for the commands and options.',
+  },
+  BIFRO_CLI_NOT_RUNNING: {
+    summary: '`bifro stop` found no running broker for the pid file of this configuration.',
+    remedy: 'Nothing to stop; check --config / --data-dir if you expected one (the pid file lives in the data directory).',
+  },
+  BIFRO_CLI_STOP_TIMEOUT: {
+    summary: 'The broker did not exit within the stop timeout after SIGTERM.',
+    remedy:
+      'Look at <dataDir>/bifro.log for what it is waiting on; `kill -KILL <pid>` ends it at once (sessions not persisted may be lost).',
+  },
+  BIFRO_CLI_SIGNAL_FAILED: {
+    summary: 'The broker process could not be signalled (it belongs to another user).',
+    remedy: 'Run `bifro stop` as the user that started the broker.',
+  },
+  BIFRO_CLI_DAEMON_FAILED: {
+    summary: '`bifro start --daemon` started a background broker that exited or did not become ready.',
+    remedy: 'Read the log lines shown (the whole log is <dataDir>/bifro.log) and start in the foreground to see the error directly.',
+  },
+});
+
+export type CliErrorCode = keyof typeof CLI_ERRORS;
+
+/** A command line the CLI cannot run: unknown command or option, missing value. Exit code 2. */
+export class UsageError extends BifroError {
+  constructor(message: string) {
+    super('BIFRO_CLI_USAGE', message);
+  }
+}

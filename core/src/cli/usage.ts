@@ -1,0 +1,131 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { parsePort } from '../runtime/env-overrides';
+import { UsageError } from './cli-errors';
+
+export const USAGE = `Usage: bifro <command> [options]
+
+Commands:
+  start                     start the broker in the foreground (--daemon: in the background)
+  stop                      stop the broker named by the pid file (SIGTERM, waits up to 10 s)
+  status                    say whether the broker is running (exit 0) or not (exit 3)
+  plugin list               list the plugins found, their versions, kinds and compatibility
+  plugin verify <dir|name>  run every load phase of one plugin and report each
+  help [command]            show this help, or a command's
+
+Options:
+  -c, --config <file>       configuration file (default: conf/bifro.yml when present, else built-in defaults)
+  -p, --port <n>            port of the first tcp listener, 0 = any free port        (start)
+      --data-dir <dir>      data directory: pid file, log, storage          (start, stop, status)
+      --plugins-dir <dir>   plugins directory                                   (start, plugin)
+      --daemon              run in the background, logging to <dataDir>/bifro.log   (start)
+  -h, --help                show help
+  -v, --version             print the version
+
+Environment:
+  BIFRO_CONFIG, BIFRO_NODE_ID, BIFRO_DATA_DIR, BIFRO_PLUGINS_DIR, BIFRO_LOG_LEVEL,
+  BIFRO_LOG_PRETTY (true/false), BIFRO_PORT. Precedence: options > environment > file > defaults.
+
+Exit codes:
+  0 ok, 1 runtime failure, 2 usage or configuration error, 3 not running (status)`;
+
+export const COMMAND_USAGE: Readonly<Record<string, string>> = {
+  start: `Usage: bifro start [--config F] [--port N] [--data-dir D] [--plugins-dir P] [--daemon]
+
+Loads the configuration, loads the plugins and opens the listeners. In the foreground it writes
+the pid file and stops gracefully on SIGINT/SIGTERM. With --daemon it starts itself in the
+background, waits until the broker listens, prints its pid and exits; the background broker
+logs to <dataDir>/bifro.log.`,
+  stop: `Usage: bifro stop [--config F] [--data-dir D]
+
+Sends SIGTERM to the broker named by the pid file and waits up to 10 s for it to exit.
+Exit 1 when no broker is running.`,
+  status: `Usage: bifro status [--config F] [--data-dir D]
+
+Prints whether the broker named by the pid file is running. Exit 0 when running, 3 when not.`,
+  plugin: `Usage: bifro plugin list [--config F] [--plugins-dir P]
+       bifro plugin verify <dir|name> [--config F] [--plugins-dir P]
+
+list:   the plugins in the plugins directory and plugins.packages, with version, kinds, SPI
+        range, whether they are compatible with this broker and which config entries use them.
+verify: runs resolve → manifest → version → import → shape → instantiate → init on one plugin
+        (a folder path, or a package name looked up like the broker does) and reports each phase.`,
+};
+
+const COMMON = {
+  config: { type: 'string', short: 'c' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+export const COMMAND_OPTIONS = {
+  start: {
+    ...COMMON,
+    port: { type: 'string', short: 'p' },
+    'data-dir': { type: 'string' },
+    'plugins-dir': { type: 'string' },
+    daemon: { type: 'boolean' },
+  },
+  stop: { ...COMMON, 'data-dir': { type: 'string' } },
+  status: { ...COMMON, 'data-dir': { type: 'string' } },
+  plugin: { ...COMMON, 'plugins-dir': { type: 'string' } },
+} as const;
+
+export type CommandName = keyof typeof COMMAND_OPTIONS;
+
+/** Parsed options of one command. */
+export interface CommandArgs {
+  readonly config?: string;
+  readonly port?: number;
+  readonly dataDir?: string;
+  readonly pluginsDir?: string;
+  readonly daemon: boolean;
+  readonly help: boolean;
+  readonly positionals: readonly string[];
+}
+
+/** Parses a command's arguments strictly: unknown options and missing values are usage errors. */
+export function parseCommandArgs(command: CommandName, args: readonly string[]): CommandArgs {
+  const options: NonNullable<ParseArgsConfig['options']> = COMMAND_OPTIONS[command];
+  let parsed: { values: Record<string, string | boolean | (string | boolean)[] | undefined>; positionals: string[] };
+  try {
+    parsed = parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError(`bifro ${command}: ${describeParseError(err)}`);
+  }
+  const { values, positionals } = parsed;
+  const text = (name: string): string | undefined => {
+    const value = values[name];
+    if (typeof value !== 'string') return undefined;
+    if (value.trim() === '') throw new UsageError(`bifro ${command}: --${name} needs a value`);
+    return value;
+  };
+  let port: number | undefined;
+  const portText = text('port');
+  if (portText !== undefined) {
+    port = parsePort(portText);
+    if (port === undefined) throw new UsageError(`bifro ${command}: --port: expected integer 0..65535, got ${JSON.stringify(portText)}`);
+  }
+  const result: CommandArgs = {
+    daemon: values.daemon === true,
+    help: values.help === true,
+    positionals,
+    ...optional('config', text('config')),
+    ...optional('port', port),
+    ...optional('dataDir', text('data-dir')),
+    ...optional('pluginsDir', text('plugins-dir')),
+  };
+  return result;
+}
+
+function optional<K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> {
+  return value === undefined ? {} : ({ [key]: value } as Partial<Record<K, V>>);
+}
+
+/** node:util parseArgs messages, shortened to what the user needs. */
+function describeParseError(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const code = (err as NodeJS.ErrnoException).code;
+  const quoted = /'([^']+)'/.exec(err.message)?.[1];
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && quoted) return `unknown option "${quoted}"`;
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && quoted) return `option ${quoted} needs a value`;
+  return err.message.split(/\.\s|\n/)[0] ?? err.message;
+}

@@ -1,0 +1,81 @@
+import 'reflect-metadata';
+import { container as rootContainer } from 'tsyringe';
+import type { BrokerConfig } from './config-types';
+import type { Logger } from './logger';
+import { RUNTIME_TOKENS } from './tokens';
+import { loadPlugins, registerPluginHost } from '../plugin-host';
+import type { LoadedPluginInfo } from '../plugin-host/managers';
+import { TenantUsage } from '../tenancy/tenant-usage';
+import { TimerWheel } from '../session/timer-wheel';
+import { MqttServer } from '../protocol/mqtt-server';
+
+/** A listener as it is bound. */
+export interface ListenerAddress {
+  readonly name: string;
+  readonly type: string;
+  readonly host: string;
+  readonly port: number;
+}
+
+/** A started broker. */
+export interface RunningBroker {
+  readonly listeners: readonly ListenerAddress[];
+  readonly plugins: readonly LoadedPluginInfo[];
+  /** Close listeners and connections, then plugins. Safe to call twice. */
+  stop(reason?: string): Promise<void>;
+}
+
+/**
+ * The composition root. Boot order: plugins (storage first, then the rest, as the host decides)
+ * → DI container → MQTT server → listeners. Shutdown runs the other way round. Everything is
+ * resolved from the container once, here; nothing on the packet path asks the container again.
+ */
+export async function startBroker(config: BrokerConfig, logger: Logger): Promise<RunningBroker> {
+  const container = rootContainer.createChildContainer();
+  const usage = new TenantUsage();
+  const wheel = new TimerWheel();
+  container.register(RUNTIME_TOKENS.Config, { useValue: config });
+  container.register(RUNTIME_TOKENS.Logger, { useValue: logger });
+  container.register(RUNTIME_TOKENS.TenantUsage, { useValue: usage });
+  container.register(RUNTIME_TOKENS.TimerWheel, { useValue: wheel });
+
+  let host;
+  try {
+    host = await loadPlugins(config, logger, usage);
+  } catch (err) {
+    wheel.close();
+    throw err;
+  }
+  registerPluginHost(container, host);
+  for (const p of host.plugins) {
+    logger.info({ plugin: p.name, version: p.version, kinds: p.kinds, source: p.source }, `plugin loaded: ${p.name}@${p.version} (${p.kinds.join(', ')})`);
+  }
+
+  const server = container.resolve(MqttServer);
+  let bound;
+  try {
+    bound = await server.listen();
+  } catch (err) {
+    await host.close();
+    wheel.close();
+    throw err;
+  }
+  const listeners = bound.map(({ name, type, host: h, port }) => ({ name, type, host: h, port }));
+  for (const l of listeners) logger.info({ listener: l.name, type: l.type, host: l.host, port: l.port }, `listening: ${l.type}://${l.host}:${l.port} (${l.name})`);
+
+  let stopping: Promise<void> | undefined;
+  return {
+    listeners,
+    plugins: host.plugins,
+    stop(reason = 'stop requested') {
+      stopping ??= (async () => {
+        logger.info({ reason }, 'broker stopping');
+        await server.close();
+        await host.close();
+        wheel.close();
+        logger.info('broker stopped');
+      })();
+      return stopping;
+    },
+  };
+}

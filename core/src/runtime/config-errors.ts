@@ -1,0 +1,82 @@
+import { BifroError, defineErrors } from '../errors';
+
+/** Errors of loading the broker configuration (file, environment, command-line overrides). */
+export const CONFIG_ERRORS = defineErrors({
+  BIFRO_CONFIG_NOT_FOUND: {
+    summary: 'The configuration file given with --config or BIFRO_CONFIG does not exist.',
+    remedy: 'Check the path, or leave out --config / BIFRO_CONFIG to use conf/bifro.yml or the built-in defaults.',
+  },
+  BIFRO_CONFIG_READ: {
+    summary: 'The configuration file exists but cannot be read (a directory, no permission).',
+    remedy: 'Point --config at a readable YAML file.',
+  },
+  BIFRO_CONFIG_PARSE: {
+    summary: 'The configuration file is not valid YAML.',
+    remedy: 'Fix the syntax at the line and column named in the message (indentation, quotes, colons).',
+  },
+  BIFRO_CONFIG_UNKNOWN_KEY: {
+    summary: 'The configuration contains a key the broker does not know (often a typo).',
+    remedy: 'Remove or correct the key; the keys are listed in docs/configuration.md and the commented conf/bifro.yml.',
+  },
+  BIFRO_CONFIG_MISSING_KEY: {
+    summary: 'A key the configuration needs is absent (e.g. `tls.cert` of a tls listener, `use` of a plugin).',
+    remedy: 'Add the key named in the message.',
+  },
+  BIFRO_CONFIG_INVALID_VALUE: {
+    summary: 'A configuration value has the wrong type or is out of range.',
+    remedy: 'Change the value to what the message says is expected.',
+  },
+  BIFRO_CONFIG_DUPLICATE_LISTENER: {
+    summary: 'Two listeners have the same name, or would bind the same host and port.',
+    remedy: 'Give every listener a unique `name` and its own port.',
+  },
+  BIFRO_CONFIG_TLS_FILE: {
+    summary: 'A certificate, key or CA file named by a tls/wss listener cannot be read.',
+    remedy: 'Check the path (relative paths resolve against the config file directory) and its permissions.',
+  },
+  BIFRO_CONFIG_ENV_INVALID: {
+    summary: 'A BIFRO_* environment variable holds a value the broker cannot use.',
+    remedy: 'Fix or unset the variable named in the message.',
+  },
+  BIFRO_CONFIG_OVERRIDE_INVALID: {
+    summary: 'A command-line override (--port, --data-dir, --plugins-dir) holds a value the broker cannot use.',
+    remedy: 'Fix the option named in the message.',
+  },
+  BIFRO_CONFIG_INVALID: {
+    summary: 'The configuration has several problems; each is listed with its own code.',
+    remedy: 'Fix every problem listed; the broker reports all of them at once.',
+  },
+});
+
+export type ConfigErrorCode = keyof typeof CONFIG_ERRORS;
+
+/** One problem found while loading the configuration. */
+export interface ConfigIssue {
+  readonly code: ConfigErrorCode;
+  /** Key path such as `listeners[0].port`, or the variable / option name (`BIFRO_PORT`, `--port`). */
+  readonly path: string;
+  /** Full message: where (file:line:col, variable or option), the key path, what was expected. */
+  readonly message: string;
+  /** 1-based position in the config file, when the problem is in the file. */
+  readonly line?: number;
+  readonly column?: number;
+}
+
+/**
+ * Thrown by loadConfig with every problem found. Its code is the code of the single problem, or
+ * BIFRO_CONFIG_INVALID when there are several (each listed in `issues` with its own code).
+ */
+export class ConfigError extends BifroError {
+  constructor(
+    readonly issues: readonly ConfigIssue[],
+    readonly file: string | undefined,
+  ) {
+    super(
+      issues.length === 1 ? issues[0].code : 'BIFRO_CONFIG_INVALID',
+      issues.length === 1
+        ? issues[0].message
+        : `${issues.length} problems in the configuration${file ? ` (${file})` : ''}:\n${issues.map((i) => `  - ${i.code}: ${i.message}`).join('\n')}`,
+      { file, issues },
+    );
+  }
+}

@@ -1,0 +1,185 @@
+/**
+ * The JSON schema of conf/bifro.yml (what the file may contain, before defaults). Every object has
+ * `additionalProperties: false`, so a misspelt key is an error rather than silently ignored.
+ * `expected` is an annotation (no validation) holding the human wording used in error messages.
+ */
+
+/** What the file may hold: every key optional; defaults are applied by config.ts. */
+export interface RawPluginRefObject {
+  readonly use: string;
+  readonly required?: boolean;
+  readonly options?: Readonly<Record<string, unknown>>;
+}
+export type RawPluginRef = string | RawPluginRefObject;
+
+export interface RawListener {
+  readonly name?: string;
+  readonly type?: 'tcp' | 'tls' | 'ws' | 'wss';
+  readonly host?: string;
+  readonly port?: number;
+  readonly tls?: {
+    readonly cert: string;
+    readonly key: string;
+    readonly ca?: string;
+    readonly requestCert?: boolean;
+    readonly rejectUnauthorized?: boolean;
+  };
+  readonly path?: string;
+  readonly proxyProtocol?: boolean;
+}
+
+export interface RawConfig {
+  readonly nodeId?: string;
+  readonly dataDir?: string;
+  readonly pluginsDir?: string;
+  readonly pidFile?: string;
+  readonly listeners?: readonly RawListener[] | null;
+  readonly plugins?: {
+    readonly packages?: readonly string[] | null;
+    readonly initTimeoutMs?: number;
+    readonly callTimeoutMs?: number;
+    readonly auth?: readonly RawPluginRef[] | null;
+    readonly acl?: readonly RawPluginRef[] | null;
+    readonly events?: readonly RawPluginRef[] | null;
+    readonly balancer?: RawPluginRef | null;
+    readonly settings?: RawPluginRef | null;
+    readonly throttler?: RawPluginRef | null;
+    readonly storage?: RawPluginRef | null;
+  } | null;
+  readonly mqtt?: {
+    readonly connectTimeoutMs?: number;
+    readonly maxClientIdLength?: number;
+  } | null;
+  readonly log?: {
+    readonly level?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+    readonly pretty?: boolean;
+  } | null;
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export const LISTENER_TYPES = ['tcp', 'tls', 'ws', 'wss'] as const;
+
+/** Node ids end up in NATS subjects and KV keys in cluster mode: no dots, spaces or wildcards. */
+export const NODE_ID_PATTERN = '^[A-Za-z0-9_-]{1,64}$';
+export const NODE_ID_EXPECTED = '1-64 letters, digits, "_" or "-"';
+
+const PORT = { type: 'integer', minimum: 0, maximum: 65535, expected: 'integer 0..65535' } as const;
+const PATH = { type: 'string', minLength: 1, expected: 'a non-empty path' } as const;
+const BOOLEAN = { type: 'boolean', expected: 'true or false' } as const;
+
+function milliseconds(min: number, max: number): Record<string, unknown> {
+  return { type: 'integer', minimum: min, maximum: max, expected: `integer ${min}..${max} (milliseconds)` };
+}
+
+const PLUGIN_REF_OBJECT = {
+  properties: {
+    use: { type: 'string', minLength: 1, expected: 'a plugin package name' },
+    required: BOOLEAN,
+    options: { type: 'object', expected: 'a map of plugin options' },
+  },
+  required: ['use'],
+  additionalProperties: false,
+} as const;
+
+const PLUGIN_REF = {
+  type: ['string', 'object'],
+  minLength: 1,
+  ...PLUGIN_REF_OBJECT,
+  expected: 'a plugin package name, or {use, required, options}',
+} as const;
+
+const OPTIONAL_PLUGIN_REF = {
+  type: ['string', 'object', 'null'],
+  minLength: 1,
+  ...PLUGIN_REF_OBJECT,
+  expected: 'a plugin package name, or {use, required, options}',
+} as const;
+
+const PLUGIN_LIST = {
+  type: ['array', 'null'],
+  items: PLUGIN_REF,
+  expected: 'a list of plugins (package names or {use, required, options})',
+} as const;
+
+export const CONFIG_SCHEMA = {
+  type: ['object', 'null'],
+  expected: 'a map of configuration keys',
+  additionalProperties: false,
+  properties: {
+    nodeId: { type: 'string', pattern: NODE_ID_PATTERN, expected: NODE_ID_EXPECTED },
+    dataDir: PATH,
+    pluginsDir: PATH,
+    pidFile: PATH,
+    listeners: {
+      type: 'array',
+      minItems: 1,
+      expected: 'a non-empty list of listeners',
+      items: {
+        type: 'object',
+        expected: 'a listener: {name, type, host, port, ...}',
+        additionalProperties: false,
+        properties: {
+          name: { type: 'string', pattern: '^[A-Za-z0-9_.-]{1,64}$', expected: '1-64 letters, digits, ".", "_" or "-"' },
+          type: { type: 'string', enum: LISTENER_TYPES, expected: 'one of tcp, tls, ws, wss' },
+          host: { type: 'string', minLength: 1, expected: 'a host name or IP address' },
+          port: PORT,
+          tls: {
+            type: 'object',
+            expected: 'a map {cert, key, ca, requestCert, rejectUnauthorized}',
+            additionalProperties: false,
+            required: ['cert', 'key'],
+            properties: {
+              cert: PATH,
+              key: PATH,
+              ca: PATH,
+              requestCert: BOOLEAN,
+              rejectUnauthorized: BOOLEAN,
+            },
+          },
+          path: { type: 'string', pattern: '^/', expected: 'an HTTP path starting with "/"' },
+          proxyProtocol: BOOLEAN,
+        },
+      },
+    },
+    plugins: {
+      type: ['object', 'null'],
+      expected: 'a map {packages, initTimeoutMs, callTimeoutMs, auth, acl, events, balancer, settings, throttler, storage}',
+      additionalProperties: false,
+      properties: {
+        packages: {
+          type: ['array', 'null'],
+          items: { type: 'string', minLength: 1, expected: 'an npm package name' },
+          uniqueItems: true,
+          expected: 'a list of distinct npm package names',
+        },
+        initTimeoutMs: milliseconds(1, 600000),
+        callTimeoutMs: milliseconds(1, 600000),
+        auth: PLUGIN_LIST,
+        acl: PLUGIN_LIST,
+        events: PLUGIN_LIST,
+        balancer: OPTIONAL_PLUGIN_REF,
+        settings: OPTIONAL_PLUGIN_REF,
+        throttler: OPTIONAL_PLUGIN_REF,
+        storage: OPTIONAL_PLUGIN_REF,
+      },
+    },
+    mqtt: {
+      type: ['object', 'null'],
+      expected: 'a map {connectTimeoutMs, maxClientIdLength}',
+      additionalProperties: false,
+      properties: {
+        connectTimeoutMs: milliseconds(100, 3600000),
+        maxClientIdLength: { type: 'integer', minimum: 1, maximum: 65535, expected: 'integer 1..65535' },
+      },
+    },
+    log: {
+      type: ['object', 'null'],
+      expected: 'a map {level, pretty}',
+      additionalProperties: false,
+      properties: {
+        level: { type: 'string', enum: LOG_LEVELS, expected: `one of ${LOG_LEVELS.join(', ')}` },
+        pretty: BOOLEAN,
+      },
+    },
+  },
+} as const;
