@@ -48,7 +48,10 @@ export async function startBroker(config: BrokerConfig, logger: Logger): Promise
   }
   registerPluginHost(container, host);
   for (const p of host.plugins) {
-    logger.info({ plugin: p.name, version: p.version, kinds: p.kinds, source: p.source }, `plugin loaded: ${p.name}@${p.version} (${p.kinds.join(', ')})`);
+    logger.info(
+      { plugin: p.name, version: p.version, kinds: p.kinds, source: p.source },
+      `plugin loaded: ${p.name}@${p.version} (${p.kinds.join(', ')})`,
+    );
   }
 
   const server = container.resolve(MqttServer);
@@ -61,7 +64,8 @@ export async function startBroker(config: BrokerConfig, logger: Logger): Promise
     throw err;
   }
   const listeners = bound.map(({ name, type, host: h, port }) => ({ name, type, host: h, port }));
-  for (const l of listeners) logger.info({ listener: l.name, type: l.type, host: l.host, port: l.port }, `listening: ${l.type}://${l.host}:${l.port} (${l.name})`);
+  for (const l of listeners)
+    logger.info({ listener: l.name, type: l.type, host: l.host, port: l.port }, `listening: ${l.type}://${l.host}:${l.port} (${l.name})`);
 
   let stopping: Promise<void> | undefined;
   return {

@@ -1,0 +1,27 @@
+import type { DependencyContainer } from 'tsyringe';
+import type { Storage } from '@bifro/spi';
+import type { AclManager, AuthManager, BalancerManager, EventManager, PluginHost, SettingsManager, ThrottlerManager } from './managers';
+
+/** Injection tokens of the plugin host and its managers in the broker's tsyringe container. */
+export const PLUGIN_TOKENS = {
+  Host: Symbol('PluginHost'),
+  Auth: Symbol('AuthManager'),
+  Acl: Symbol('AclManager'),
+  Balancer: Symbol('BalancerManager'),
+  Events: Symbol('EventManager'),
+  Settings: Symbol('SettingsManager'),
+  Throttler: Symbol('ThrottlerManager'),
+  Storage: Symbol('Storage'),
+} as const;
+
+/** Registers the host and each of its managers as values (resolved once at boot, STYLE lesson 11). */
+export function registerPluginHost(container: DependencyContainer, host: PluginHost): void {
+  container.register<PluginHost>(PLUGIN_TOKENS.Host, { useValue: host });
+  container.register<AuthManager>(PLUGIN_TOKENS.Auth, { useValue: host.auth });
+  container.register<AclManager>(PLUGIN_TOKENS.Acl, { useValue: host.acl });
+  container.register<BalancerManager>(PLUGIN_TOKENS.Balancer, { useValue: host.balancer });
+  container.register<EventManager>(PLUGIN_TOKENS.Events, { useValue: host.events });
+  container.register<SettingsManager>(PLUGIN_TOKENS.Settings, { useValue: host.settings });
+  container.register<ThrottlerManager>(PLUGIN_TOKENS.Throttler, { useValue: host.throttler });
+  container.register<Storage>(PLUGIN_TOKENS.Storage, { useValue: host.storage });
+}

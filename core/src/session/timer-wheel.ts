@@ -1,0 +1,65 @@
+/**
+ * One hashed timer wheel for every connection deadline (connect timeout, keep alive): no timer per
+ * connection. Activity only updates a timestamp on the entry; when its slot comes round, the entry
+ * checks its real deadline and either fires or is placed again. Resolution is one slot (default
+ * 250 ms), so a deadline fires at most one slot late.
+ */
+export interface WheelEntry {
+  /** Slot index the entry sits in, -1 when not scheduled. Owned by the wheel. */
+  wheelSlot: number;
+  /** Called when its slot comes round; returns the next deadline (ms since epoch) to stay scheduled, or 0 to drop out. */
+  onWheelTick(now: number): number;
+}
+
+export class TimerWheel {
+  private readonly slots: Set<WheelEntry>[];
+  private cursor = 0;
+  private readonly timer: NodeJS.Timeout;
+  /** Coarse clock updated every tick: cheap to read on hot paths. */
+  now = Date.now();
+
+  constructor(
+    private readonly slotMs = 250,
+    slotCount = 512,
+  ) {
+    this.slots = Array.from({ length: slotCount }, () => new Set<WheelEntry>());
+    this.timer = setInterval(() => this.tick(Date.now()), slotMs);
+    this.timer.unref();
+  }
+
+  /** Place an entry to be looked at when `deadline` (ms since epoch) has passed. */
+  schedule(entry: WheelEntry, deadline: number): void {
+    this.cancel(entry);
+    const steps = Math.max(1, Math.min(this.slots.length - 1, Math.ceil((deadline - this.now) / this.slotMs)));
+    const slot = (this.cursor + steps) % this.slots.length;
+    this.slots[slot]!.add(entry);
+    entry.wheelSlot = slot;
+  }
+
+  cancel(entry: WheelEntry): void {
+    if (entry.wheelSlot >= 0) {
+      this.slots[entry.wheelSlot]!.delete(entry);
+      entry.wheelSlot = -1;
+    }
+  }
+
+  /** Advance one slot. Public for tests that drive time by hand. */
+  tick(now: number): void {
+    this.now = now;
+    this.cursor = (this.cursor + 1) % this.slots.length;
+    const slot = this.slots[this.cursor]!;
+    if (slot.size === 0) return;
+    const due = [...slot];
+    slot.clear();
+    for (const entry of due) {
+      entry.wheelSlot = -1;
+      const next = entry.onWheelTick(now);
+      if (next > 0) this.schedule(entry, next);
+    }
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    for (const slot of this.slots) slot.clear();
+  }
+}

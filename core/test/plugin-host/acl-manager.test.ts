@@ -1,0 +1,66 @@
+import type { AccessAction } from '@bifro/spi';
+import { loadPlugins, type PluginHost } from '../../src/plugin-host';
+import { capturingLogger, client, configWith, fixture, FixedUsage } from './plugin-host-fixtures';
+
+const hosts: PluginHost[] = [];
+afterEach(async () => {
+  await Promise.all(hosts.splice(0).map((host) => host.close()));
+});
+
+async function load(plugins: Parameters<typeof configWith>[0]): Promise<PluginHost> {
+  const host = await loadPlugins(configWith(plugins), capturingLogger().logger, new FixedUsage());
+  hosts.push(host);
+  return host;
+}
+
+const publish = (topic: string): AccessAction => ({ type: 'publish', topic, qos: 1, retain: false });
+
+/** Tenant "open" bypasses permission check errors, tenant "strict" does not. */
+const bypassSettings = fixture('valid-settings', {
+  values: { open: { ByPassPermCheckError: true }, strict: { ByPassPermCheckError: false } },
+});
+
+describe('AclManager', () => {
+  it('answers synchronously when the plugin does', async () => {
+    const host = await load({ acl: [fixture('valid-acl')] });
+    const granted = host.acl.check(client(), publish('a/b'));
+    expect(granted).toBe(true);
+    expect(host.acl.check(client(), publish('forbidden/x'))).toBe(false);
+  });
+
+  it('awaits plugins that answer with promises', async () => {
+    const host = await load({ acl: [fixture('valid-acl', { async: true })] });
+    await expect(host.acl.check(client(), publish('a/b'))).resolves.toBe(true);
+    await expect(host.acl.check(client(), publish('forbidden/x'))).resolves.toBe(false);
+  });
+
+  it('denies when every plugin defers', async () => {
+    expect((await load({ acl: [fixture('acl-defers')] })).acl.check(client(), { type: 'connect' })).toBe(false);
+    const chain = await load({ acl: [fixture('valid-acl'), fixture('acl-defers')] });
+    expect(chain.acl.check(client(), publish('defer/x'))).toBe(false);
+    expect(chain.acl.check(client(), publish('a/b'))).toBe(true);
+  });
+
+  it('asks the next plugin after a defer', async () => {
+    const host = await load({ acl: [fixture('acl-defers'), fixture('valid-acl', { async: true })] });
+    await expect(host.acl.check(client(), publish('forbidden/x'))).resolves.toBe(false);
+    await expect(host.acl.check(client(), publish('ok'))).resolves.toBe(true);
+  });
+
+  describe.each(['error', 'throw', 'reject', 'hang', 'invalid'])('a plugin failure (%s) is decided by ByPassPermCheckError', (mode) => {
+    it('grants for a tenant with ByPassPermCheckError true and denies for one with false', async () => {
+      const host = await load({ acl: [fixture('acl-errors', { mode })], settings: bypassSettings });
+      await expect(Promise.resolve(host.acl.check(client({ tenantId: 'open' }), publish('a')))).resolves.toBe(true);
+      await expect(Promise.resolve(host.acl.check(client({ tenantId: 'strict' }), publish('a')))).resolves.toBe(false);
+      const stats = host.plugins.find((p) => p.name === '@fixtures/acl-errors')!.stats.acl!;
+      expect(stats.calls).toBe(2);
+      expect(stats.failures).toBe(mode === 'error' ? 0 : 2);
+      expect(stats.timeouts).toBe(mode === 'hang' ? 2 : 0);
+    });
+  });
+
+  it('uses the registry default (grant) for ByPassPermCheckError when no settings plugin says otherwise', async () => {
+    const host = await load({ acl: [fixture('acl-errors', { mode: 'throw' })] });
+    expect(host.acl.check(client({ tenantId: 'anyone' }), publish('a'))).toBe(true);
+  });
+});
