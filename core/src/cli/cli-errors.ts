@@ -23,6 +23,10 @@ export const CLI_ERRORS = defineErrors({
     summary: '`bifro start --daemon` started a background broker that exited or did not become ready.',
     remedy: 'Read the log lines shown (the whole log is <dataDir>/bifro.log) and start in the foreground to see the error directly.',
   },
+  BIFRO_PLUGIN_VERIFY_FAILED: {
+    summary: '`bifro plugin verify` found a phase that failed without a more specific code.',
+    remedy: 'Read the phase named in the message; the other BIFRO_PLUGIN_* codes explain each phase.',
+  },
 });
 
 export type CliErrorCode = keyof typeof CLI_ERRORS;

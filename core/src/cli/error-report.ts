@@ -1,26 +1,8 @@
-import { BifroError, describeError, type ErrorSpec } from '../errors';
-import { CONFIG_ERRORS, ConfigError } from '../runtime/config-errors';
-import { PID_FILE_ERRORS } from '../runtime/pid-file';
-import { PLUGIN_ERRORS } from '../plugin-host/plugin-errors';
-import { TRANSPORT_ERRORS } from '../transport/transport-errors';
-import { CLI_ERRORS, UsageError } from './cli-errors';
+import { BifroError, describeError } from '../errors';
+import { errorSpec as specOf } from '../error-catalogue';
+import { ConfigError } from '../runtime/config-errors';
+import { UsageError } from './cli-errors';
 import { EXIT, type CliIo } from './cli-io';
-
-const CATALOGUES: readonly Readonly<Record<string, ErrorSpec>>[] = [
-  CONFIG_ERRORS,
-  PID_FILE_ERRORS,
-  CLI_ERRORS,
-  PLUGIN_ERRORS,
-  TRANSPORT_ERRORS,
-];
-
-/** The catalogue entry of a code, when the CLI knows it. */
-export function specOf(code: string): ErrorSpec | undefined {
-  for (const catalogue of CATALOGUES) {
-    if (Object.prototype.hasOwnProperty.call(catalogue, code)) return catalogue[code];
-  }
-  return undefined;
-}
 
 /** 2 for usage and configuration errors, 1 for everything else. */
 export function exitCodeOf(err: unknown): number {

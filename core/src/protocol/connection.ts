@@ -50,7 +50,7 @@ export class MqttConnection implements WheelEntry {
     readonly services: ProtocolServices,
   ) {
     this.lastActivity = services.wheel.now;
-    this.connectDeadline = this.lastActivity + services.mqtt.connectTimeoutMs;
+    this.connectDeadline = Date.now() + services.mqtt.connectTimeoutMs;
     this.parser = mqtt.parser({ protocolVersion: 5 });
     this.parser.on('packet', (packet: Packet) => this.onPacket(packet));
     this.parser.on('error', (err: Error) => this.onParseError(err));
@@ -74,7 +74,7 @@ export class MqttConnection implements WheelEntry {
       return 0;
     }
     if (this.keepAlive === 0) return 0;
-    const deadline = this.lastActivity + this.keepAlive * 1500;
+    const deadline = this.keepAliveDeadline();
     if (now < deadline) return deadline;
     this.services.logger.debug({ clientId: this.client?.clientId }, 'keep alive expired');
     this.destroy();
@@ -92,8 +92,16 @@ export class MqttConnection implements WheelEntry {
     this.client = client;
     this.keepAlive = keepAlive;
     this.state = 'connected';
-    if (keepAlive > 0) this.services.wheel.schedule(this, this.lastActivity + keepAlive * 1500);
+    if (keepAlive > 0) this.services.wheel.schedule(this, this.keepAliveDeadline());
     else this.services.wheel.cancel(this);
+  }
+
+  /**
+   * 1.5 × keep alive after the last packet [MQTT-3.1.2-24]. `lastActivity` is read from the wheel's
+   * coarse clock, which lags by up to one slot: one slot is added so the deadline is never early.
+   */
+  private keepAliveDeadline(): number {
+    return this.lastActivity + this.keepAlive * 1500 + this.services.wheel.slotMs;
   }
 
   /** Send what is queued, then close the socket. */

@@ -19,7 +19,8 @@ export class TimerWheel {
   now = Date.now();
 
   constructor(
-    private readonly slotMs = 250,
+    /** Slot length in milliseconds; also how stale `now` may be. */
+    readonly slotMs = 250,
     slotCount = 512,
   ) {
     this.slots = Array.from({ length: slotCount }, () => new Set<WheelEntry>());
@@ -29,8 +30,12 @@ export class TimerWheel {
 
   /** Place an entry to be looked at when `deadline` (ms since epoch) has passed. */
   schedule(entry: WheelEntry, deadline: number): void {
+    this.place(entry, deadline, Date.now());
+  }
+
+  private place(entry: WheelEntry, deadline: number, from: number): void {
     this.cancel(entry);
-    const steps = Math.max(1, Math.min(this.slots.length - 1, Math.ceil((deadline - this.now) / this.slotMs)));
+    const steps = Math.max(1, Math.min(this.slots.length - 1, Math.ceil((deadline - from) / this.slotMs)));
     const slot = (this.cursor + steps) % this.slots.length;
     this.slots[slot]!.add(entry);
     entry.wheelSlot = slot;
@@ -54,7 +59,7 @@ export class TimerWheel {
     for (const entry of due) {
       entry.wheelSlot = -1;
       const next = entry.onWheelTick(now);
-      if (next > 0) this.schedule(entry, next);
+      if (next > 0) this.place(entry, next, now);
     }
   }
 

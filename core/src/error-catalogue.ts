@@ -1,0 +1,23 @@
+import type { ErrorSpec } from './errors';
+import { CLI_ERRORS } from './cli/cli-errors';
+import { PLUGIN_ERRORS } from './plugin-host/plugin-errors';
+import { CONFIG_ERRORS } from './runtime/config-errors';
+import { PID_FILE_ERRORS } from './runtime/pid-file';
+import { TRANSPORT_ERRORS } from './transport/transport-errors';
+
+/** Every area's catalogue, in the order docs/errors.md lists them. */
+export const ERROR_AREAS: readonly { readonly title: string; readonly codes: Readonly<Record<string, ErrorSpec>> }[] = [
+  { title: 'Configuration', codes: CONFIG_ERRORS },
+  { title: 'Plugins', codes: PLUGIN_ERRORS },
+  { title: 'Listeners', codes: TRANSPORT_ERRORS },
+  { title: 'Process and pid file', codes: PID_FILE_ERRORS },
+  { title: 'Command line', codes: CLI_ERRORS },
+];
+
+/** The catalogue entry of a code. */
+export function errorSpec(code: string): ErrorSpec | undefined {
+  for (const area of ERROR_AREAS) {
+    if (Object.prototype.hasOwnProperty.call(area.codes, code)) return area.codes[code];
+  }
+  return undefined;
+}

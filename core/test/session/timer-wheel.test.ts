@@ -1,0 +1,49 @@
+import { TimerWheel, type WheelEntry } from '../../src/session/timer-wheel';
+
+function entry(deadlines: number[], fired: number[]): WheelEntry {
+  return {
+    wheelSlot: -1,
+    onWheelTick(now) {
+      const deadline = deadlines[0]!;
+      if (now < deadline) return deadline;
+      fired.push(now);
+      deadlines.shift();
+      return deadlines[0] ?? 0;
+    },
+  };
+}
+
+describe('TimerWheel', () => {
+  let wheel: TimerWheel;
+  afterEach(() => wheel.close());
+
+  it('fires an entry once its deadline has passed, never before', () => {
+    wheel = new TimerWheel(100, 16);
+    const t0 = Date.now();
+    const fired: number[] = [];
+    wheel.schedule(entry([t0 + 350], fired), t0 + 350);
+    for (let i = 1; i <= 6; i++) wheel.tick(t0 + i * 100);
+    expect(fired).toEqual([t0 + 400]);
+  });
+
+  it('places a deadline beyond one turn of the wheel again until it is due', () => {
+    wheel = new TimerWheel(100, 4);
+    const t0 = Date.now();
+    const fired: number[] = [];
+    wheel.schedule(entry([t0 + 1000], fired), t0 + 1000);
+    for (let i = 1; i <= 12; i++) wheel.tick(t0 + i * 100);
+    expect(fired).toEqual([t0 + 1000]);
+  });
+
+  it('forgets a cancelled entry', () => {
+    wheel = new TimerWheel(100, 8);
+    const t0 = Date.now();
+    const fired: number[] = [];
+    const e = entry([t0 + 200], fired);
+    wheel.schedule(e, t0 + 200);
+    wheel.cancel(e);
+    expect(e.wheelSlot).toBe(-1);
+    for (let i = 1; i <= 8; i++) wheel.tick(t0 + i * 100);
+    expect(fired).toEqual([]);
+  });
+});

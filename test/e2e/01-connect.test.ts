@@ -1,0 +1,181 @@
+import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import mqttPacket, { type IConnackPacket } from 'mqtt-packet';
+import { RawClient } from '../support/raw-client';
+import { startTestBroker, type TestBroker } from '../support/test-broker';
+
+/**
+ * Area 01, CONNECT: the wiring CONNECT → auth chain (plugin host managers) → CONNACK over real
+ * sockets with MQTT.js and raw bytes.
+ */
+
+/** Connect with MQTT.js; resolves with the CONNACK (or the error MQTT.js raised for a refusal). */
+function connect(
+  port: number,
+  opts: IClientOptions,
+): Promise<{ client: MqttClient; connack?: IConnackPacket; error?: Error & { code?: number } }> {
+  return new Promise((resolve) => {
+    const client = mqtt.connect({ host: '127.0.0.1', port, reconnectPeriod: 0, connectTimeout: 5000, ...opts });
+    client.once('connect', (connack) => resolve({ client, connack }));
+    client.once('error', (error) => resolve({ client, error }));
+  });
+}
+
+describe('01 connect: auth chain', () => {
+  let tb: TestBroker;
+  const clients: MqttClient[] = [];
+
+  beforeAll(async () => {
+    tb = await startTestBroker(
+      [
+        'plugins:',
+        '  callTimeoutMs: 300',
+        '  auth:',
+        '    - { use: "@fixtures/valid-auth", options: { tenantId: acme } }',
+        '    - "@fixtures/auth-accept-second"',
+        'mqtt:',
+        '  connectTimeoutMs: 400',
+      ].join('\n'),
+    );
+  });
+  afterEach(() => {
+    for (const c of clients.splice(0)) c.end(true);
+  });
+  afterAll(() => tb.stop());
+
+  it.each([4, 5] as const)('accepts good credentials (v%s) with CONNACK success', async (protocolVersion) => {
+    const r = await connect(tb.port, { protocolVersion, clientId: `ok-${protocolVersion}`, username: 'alice', password: 'secret' });
+    clients.push(r.client);
+    expect(r.error).toBeUndefined();
+    expect(r.connack?.sessionPresent).toBe(false);
+    if (protocolVersion === 5) expect(r.connack?.reasonCode).toBe(0);
+    else expect(r.connack?.returnCode).toBe(0);
+  });
+
+  it('asks the next provider when the first defers', async () => {
+    const r = await connect(tb.port, { protocolVersion: 5, clientId: 'deferred', username: 'defer', password: 'x' });
+    clients.push(r.client);
+    expect(r.error).toBeUndefined();
+    expect(r.connack?.reasonCode).toBe(0);
+    expect(tb.logs.some((l) => l.msg === 'client connected' && l.tenantId === 'second' && l.clientId === 'deferred')).toBe(true);
+  });
+
+  it.each([
+    [5, 'wrong', 0x86],
+    [4, 'wrong', 4],
+    [3, 'wrong', 4],
+    [5, 'boom', 0x80],
+    [4, 'boom', 3],
+    [5, 'slow', 0x80],
+    [4, 'slow', 3],
+  ] as const)('v%s user %s is refused with CONNACK code %s', async (protocolVersion, username, code) => {
+    const client = await RawClient.connect(tb.port, protocolVersion);
+    client.send(
+      {
+        cmd: 'connect',
+        protocolId: protocolVersion === 3 ? 'MQIsdp' : 'MQTT',
+        protocolVersion,
+        clientId: `refused-${username}`,
+        clean: true,
+        keepalive: 30,
+        username,
+        password: Buffer.from('nope'),
+      },
+      protocolVersion,
+    );
+    const connack = (await client.next(3000)) as IConnackPacket | undefined;
+    expect(connack?.cmd).toBe('connack');
+    expect(protocolVersion === 5 ? connack?.reasonCode : connack?.returnCode).toBe(code);
+    expect(await client.waitClosed()).toBe(true);
+  });
+
+  it('assigns a client identifier to a v5 client that sent none', async () => {
+    const r = await connect(tb.port, { protocolVersion: 5, clientId: '', username: 'alice', password: 'secret' });
+    clients.push(r.client);
+    const assigned = r.connack?.properties?.assignedClientIdentifier;
+    expect(assigned).toMatch(/^[0-9a-zA-Z]{1,23}$/);
+  });
+
+  it('refuses an empty client id with clean session 0 on v3.1.1 (identifier rejected) [MQTT-3.1.3-8]', async () => {
+    const client = await RawClient.connect(tb.port);
+    // MQTT.js and mqtt-packet refuse to encode this, so clear the clean-session flag by hand.
+    const bytes = mqttPacket.generate({
+      cmd: 'connect',
+      protocolId: 'MQTT',
+      protocolVersion: 4,
+      clientId: '',
+      clean: true,
+      keepalive: 30,
+      username: 'alice',
+      password: Buffer.from('secret'),
+    });
+    const flags = 2 + 6 + 1; // fixed header (1-byte remaining length), protocol name, level
+    expect(bytes[flags]! & 0x02).toBe(0x02);
+    bytes[flags] = bytes[flags]! & ~0x02;
+    client.write(bytes);
+    const connack = (await client.next()) as IConnackPacket | undefined;
+    expect(connack?.returnCode).toBe(2);
+    expect(await client.waitClosed()).toBe(true);
+  });
+
+  it('answers PINGREQ with PINGRESP and closes on DISCONNECT', async () => {
+    const client = await RawClient.connect(tb.port);
+    client.send({
+      cmd: 'connect',
+      protocolId: 'MQTT',
+      protocolVersion: 4,
+      clientId: 'pinger',
+      clean: true,
+      keepalive: 30,
+      username: 'alice',
+      password: Buffer.from('secret'),
+    });
+    expect((await client.next())?.cmd).toBe('connack');
+    client.send({ cmd: 'pingreq' });
+    expect((await client.next())?.cmd).toBe('pingresp');
+    client.send({ cmd: 'disconnect' });
+    expect(await client.waitClosed()).toBe(true);
+  });
+
+  it('closes a silent client after 1.5 × keep alive, not before [MQTT-3.1.2-24]', async () => {
+    const client = await RawClient.connect(tb.port);
+    client.send({
+      cmd: 'connect',
+      protocolId: 'MQTT',
+      protocolVersion: 4,
+      clientId: 'sleepy',
+      clean: true,
+      keepalive: 1,
+      username: 'alice',
+      password: Buffer.from('secret'),
+    });
+    expect((await client.next())?.cmd).toBe('connack');
+    const started = Date.now();
+    expect(await client.waitClosed(4000)).toBe(true);
+    const elapsed = Date.now() - started;
+    expect(elapsed).toBeGreaterThanOrEqual(1500);
+    expect(elapsed).toBeLessThan(2600);
+  });
+
+  it('closes a connection whose first packet is not CONNECT [MQTT-3.1.0-1]', async () => {
+    const client = await RawClient.connect(tb.port);
+    client.send({ cmd: 'pingreq' });
+    expect(await client.waitClosed()).toBe(true);
+    expect(client.packets).toEqual([]);
+  });
+
+  it('closes a connection that sends nothing within the connect timeout', async () => {
+    const client = await RawClient.connect(tb.port);
+    const started = Date.now();
+    expect(await client.waitClosed(3000)).toBe(true);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(300);
+  });
+
+  it('closes on malformed bytes and keeps serving others', async () => {
+    const bad = await RawClient.connect(tb.port);
+    bad.write([0x10, 0xff, 0xff, 0xff, 0xff, 0x7f]); // remaining length longer than four bytes
+    expect(await bad.waitClosed()).toBe(true);
+    const r = await connect(tb.port, { protocolVersion: 4, clientId: 'after-bad', username: 'alice', password: 'secret' });
+    clients.push(r.client);
+    expect(r.connack?.returnCode).toBe(0);
+  });
+});

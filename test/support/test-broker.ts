@@ -1,0 +1,59 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
+import { loadConfig } from '../../core/src/runtime/config';
+import { startBroker, type RunningBroker } from '../../core/src/runtime/broker';
+
+export const REPO = path.resolve(__dirname, '..', '..');
+export const FIXTURE_PLUGINS = path.join(REPO, 'test', 'fixtures', 'plugins');
+
+export interface TestBroker {
+  readonly broker: RunningBroker;
+  /** Port of the first listener. */
+  readonly port: number;
+  readonly dir: string;
+  /** Log lines written so far (JSON objects). */
+  readonly logs: Record<string, unknown>[];
+  stop(): Promise<void>;
+}
+
+/**
+ * Start a real broker in this process on 127.0.0.1 with an ephemeral port. `yaml` is appended
+ * to a config that sets the listener, data dir and plugins dir (the fixture plugins by default).
+ */
+export async function startTestBroker(yaml = '', opts: { pluginsDir?: string } = {}): Promise<TestBroker> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'bifro-e2e-'));
+  const file = path.join(dir, 'bifro.yml');
+  writeFileSync(
+    file,
+    [
+      `dataDir: ${JSON.stringify(path.join(dir, 'data'))}`,
+      `pluginsDir: ${JSON.stringify(opts.pluginsDir ?? FIXTURE_PLUGINS)}`,
+      'listeners:',
+      '  - { name: tcp, type: tcp, host: 127.0.0.1, port: 0 }',
+      yaml,
+    ].join('\n'),
+  );
+  const config = await loadConfig({ file, cwd: dir, env: {} });
+  const logs: Record<string, unknown>[] = [];
+  const logger = pino(
+    { level: 'debug' },
+    {
+      write(line: string) {
+        logs.push(JSON.parse(line) as Record<string, unknown>);
+      },
+    },
+  );
+  const broker = await startBroker(config, logger);
+  return {
+    broker,
+    port: broker.listeners[0]!.port,
+    dir,
+    logs,
+    async stop() {
+      await broker.stop('test done');
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
