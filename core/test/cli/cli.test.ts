@@ -268,6 +268,22 @@ describe('bifro: start, status, stop', () => {
     expect((await run(['status', '--config', config, '--data-dir', 'data'])).code).toBe(3);
   });
 
+  it('runs two brokers side by side with their own --port and --data-dir', async () => {
+    const config = writeConfig();
+    const a = await startForeground(['--config', config, '--port', '0', '--data-dir', 'a']);
+    const b = await startForeground(['--config', config, '--port', '0', '--data-dir', 'b']);
+    expect(a.port).not.toBe(b.port);
+    await connect(a.port);
+    await connect(b.port);
+    for (const dir of ['a', 'b']) expect((await run(['status', '--config', config, '--data-dir', dir])).code).toBe(0);
+    expect((await run(['stop', '--config', config, '--data-dir', 'a'])).code).toBe(0);
+    expect(await a.exited).toBe(0);
+    expect((await run(['status', '--config', config, '--data-dir', 'b'])).code).toBe(0);
+    await connect(b.port);
+    expect((await run(['stop', '--config', config, '--data-dir', 'b'])).code).toBe(0);
+    expect(await b.exited).toBe(0);
+  });
+
   it('stops gracefully on SIGINT with exit code 0', async () => {
     const broker = await startForeground(['--config', writeConfig(), '--port', '0', '--data-dir', 'data']);
     broker.child.kill('SIGINT');
