@@ -1,6 +1,6 @@
-import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import mqtt, { type IConnectPacket, type Packet, type Parser } from 'mqtt-packet';
-import type { ClientInfo, ProtocolVersion } from '@bifro/spi';
+import type { ClientCertificate, ClientInfo, ProtocolVersion } from '@bifro/spi';
 import type { Logger } from '../runtime/logger';
 import type { AuthManager, EventManager } from '../plugin-host/managers';
 import type { TimerWheel, WheelEntry } from '../session/timer-wheel';
@@ -19,11 +19,14 @@ export interface ProtocolServices {
   readonly nodeId: string;
 }
 
-/** Where a connection came from. */
+/** Where a connection came from, as the transport established it. */
 export interface ConnectionOrigin {
   readonly listener: string;
+  /** The client's address (from the PROXY protocol header when the listener accepts it). */
   readonly remoteAddress: string;
   readonly remotePort: number;
+  /** The TLS client certificate, on TLS/WSS listeners that request one and got one. */
+  readonly clientCertificate?: ClientCertificate;
 }
 
 type ConnectionState = 'awaiting-connect' | 'authenticating' | 'connected' | 'closed';
@@ -45,7 +48,7 @@ export class MqttConnection implements WheelEntry {
   private readonly connectDeadline: number;
 
   constructor(
-    readonly socket: Socket,
+    readonly socket: Duplex,
     readonly origin: ConnectionOrigin,
     readonly services: ProtocolServices,
   ) {
@@ -54,7 +57,6 @@ export class MqttConnection implements WheelEntry {
     this.parser = mqtt.parser({ protocolVersion: 5 });
     this.parser.on('packet', (packet: Packet) => this.onPacket(packet));
     this.parser.on('error', (err: Error) => this.onParseError(err));
-    socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => {
       this.lastActivity = services.wheel.now;
       this.parser.parse(chunk);

@@ -1,4 +1,4 @@
-import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { inject, injectable } from 'tsyringe';
 import type { BrokerConfig } from '../runtime/config-types';
 import type { Logger } from '../runtime/logger';
@@ -7,7 +7,7 @@ import { PLUGIN_TOKENS } from '../plugin-host/tokens';
 import type { AuthManager, EventManager } from '../plugin-host/managers';
 import type { TimerWheel } from '../session/timer-wheel';
 import { bindListener, type BoundListener } from '../transport/listeners';
-import { MqttConnection, type ProtocolServices } from './connection';
+import { MqttConnection, type ConnectionOrigin, type ProtocolServices } from './connection';
 
 /** Binds the configured listeners and turns each accepted socket into an MqttConnection. */
 @injectable()
@@ -30,7 +30,7 @@ export class MqttServer {
   async listen(): Promise<readonly BoundListener[]> {
     try {
       for (const listener of this.config.listeners) {
-        this.bound.push(await bindListener(listener, (socket, name) => this.accept(socket, name)));
+        this.bound.push(await bindListener(listener, (socket, origin) => this.accept(socket, origin)));
       }
     } catch (err) {
       await this.close();
@@ -47,14 +47,10 @@ export class MqttServer {
     await Promise.all(closing);
   }
 
-  private accept(socket: Socket, listener: string): void {
-    const conn = new MqttConnection(
-      socket,
-      { listener, remoteAddress: socket.remoteAddress ?? '', remotePort: socket.remotePort ?? 0 },
-      this.services,
-    );
+  private accept(socket: Duplex, origin: ConnectionOrigin): void {
+    const conn = new MqttConnection(socket, origin, this.services);
     this.connections.add(conn);
     socket.once('close', () => this.connections.delete(conn));
-    this.logger.trace({ listener, remote: socket.remoteAddress }, 'accepted');
+    this.logger.trace({ listener: origin.listener, remote: origin.remoteAddress }, 'accepted');
   }
 }

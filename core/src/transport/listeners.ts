@@ -1,4 +1,6 @@
 import net from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { ConnectionOrigin } from '../protocol/connection';
 import type { ListenerConfig } from '../runtime/config-types';
 import { BifroError } from '../errors';
 
@@ -12,14 +14,16 @@ export interface BoundListener {
 }
 
 /** Called with each accepted byte stream and where it came from. */
-export type AcceptHandler = (socket: net.Socket, listener: string) => void;
+export type AcceptHandler = (socket: Duplex, origin: ConnectionOrigin) => void;
 
 /** Bind one listener. Rejects with BIFRO_LISTENER_BIND_FAILED naming the listener, address and cause. */
 export async function bindListener(config: ListenerConfig, onAccept: AcceptHandler): Promise<BoundListener> {
   if (config.type !== 'tcp') {
     throw new BifroError('BIFRO_LISTENER_UNSUPPORTED', `listener "${config.name}": type ${config.type} is not available in this build`);
   }
-  const server = net.createServer({ noDelay: true }, (socket) => onAccept(socket, config.name));
+  const server = net.createServer({ noDelay: true }, (socket) =>
+    onAccept(socket, { listener: config.name, remoteAddress: socket.remoteAddress ?? '', remotePort: socket.remotePort ?? 0 }),
+  );
   await new Promise<void>((resolve, reject) => {
     const onError = (err: NodeJS.ErrnoException): void => {
       reject(

@@ -47,6 +47,7 @@ export function handleConnect(conn: MqttConnection, packet: IConnectPacket): voi
     remoteAddress: conn.origin.remoteAddress,
     remotePort: conn.origin.remotePort,
     listener: conn.origin.listener,
+    clientCertificate: conn.origin.clientCertificate,
   };
   const outcome = conn.services.auth.authenticate(request);
   if (outcome instanceof Promise) {
