@@ -1,0 +1,65 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { startTestBroker } from './test-broker';
+
+/**
+ * The broker a protocol test talks to. Bifro by default; with `BIFRO_E2E_TARGET=mosquitto` the
+ * same test runs against Debian's mosquitto (anonymous, loopback), which is how the suite itself
+ * is checked against a reference implementation. Tests of Bifro-only behaviour use
+ * startTestBroker directly.
+ */
+export interface BrokerUnderTest {
+  readonly name: 'bifro' | 'mosquitto';
+  readonly port: number;
+  stop(): Promise<void>;
+}
+
+export async function startBrokerUnderTest(bifroYaml = ''): Promise<BrokerUnderTest> {
+  if (process.env.BIFRO_E2E_TARGET === 'mosquitto') return startMosquitto();
+  const tb = await startTestBroker(bifroYaml);
+  return { name: 'bifro', port: tb.port, stop: () => tb.stop() };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+async function startMosquitto(): Promise<BrokerUnderTest> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'bifro-mosq-'));
+  const port = await freePort();
+  const conf = path.join(dir, 'mosquitto.conf');
+  writeFileSync(conf, [`listener ${port} 127.0.0.1`, 'allow_anonymous true', 'persistence false', 'max_queued_messages 100000', ''].join('\n'));
+  const child = spawn('mosquitto', ['-c', conf], { stdio: 'ignore' });
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = net.connect(port, '127.0.0.1', () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.on('error', () => resolve(false));
+    });
+    if (ok) break;
+    if (Date.now() > deadline) throw new Error('mosquitto did not start');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    name: 'mosquitto',
+    port,
+    async stop() {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
