@@ -17,8 +17,7 @@ export interface Redirect {
 export type RedirectDecision = NoRedirect | Redirect;
 
 /**
- * Decides whether a client should connect to another server. Asked at CONNECT and periodically
- * (`balancer.recheckSeconds`) for connected MQTT 5 clients. MQTT 3 clients cannot be redirected:
+ * Decides whether a client should connect to another server. Asked at CONNECT. MQTT 3 clients cannot be redirected:
  * a redirect at CONNECT refuses them with 0x03 (server unavailable).
  *
  * @example

@@ -64,7 +64,7 @@ export type EventDetailValue = string | number | boolean | undefined;
 /**
  * One event. The shape is the same for every type; `detail` holds the type's own fields, e.g.
  * `{ topic, qos, size }` for publish events or `{ reasonCode, remoteAddress }` for disconnects
- * (see docs/spi/events.md for the fields of each type).
+ * (docs/spi/events.md lists the types by group).
  */
 export interface BrokerEvent {
   readonly type: EventType;

@@ -35,7 +35,8 @@ const I32 = 0x7fffffff;
 /**
  * The per-tenant settings registry (ARCHITECTURE §4): every setting once, with its type, default,
  * bounds and meaning. A {@link SettingProvider} may override any of them per tenant; values out of
- * bounds are rejected by the broker with a warning and the default (or previous value) stays.
+ * bounds are rejected by the broker with a warning naming tenant, setting and value, and the
+ * registry default applies.
  * `docs/settings.md` is generated from this table.
  */
 export const SETTINGS = {

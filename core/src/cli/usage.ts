@@ -47,7 +47,8 @@ Prints whether the broker named by the pid file is running. Exit 0 when running,
 
 list:   the plugins in the plugins directory and plugins.packages, with version, kinds, SPI
         range, whether they are compatible with this broker and which config entries use them.
-verify: runs resolve → manifest → version → import → shape → instantiate → init on one plugin
+verify: runs resolve → manifest → version → import → shape → instantiate → instanceShape → init → close
+        on one plugin
         (a folder path, or a package name looked up like the broker does) and reports each phase.`,
 };
 

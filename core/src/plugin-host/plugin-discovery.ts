@@ -58,6 +58,7 @@ export async function discoverPlugins(options: DiscoveryOptions): Promise<Plugin
 
   const add = (pkg: PluginPackage): void => {
     const other = plugins.get(pkg.name);
+    if (other !== undefined && other.dir === pkg.dir) return; // the plugins dir and plugins.packages name the same folder
     if (other !== undefined) {
       throw pluginError(
         'BIFRO_PLUGIN_DUPLICATE',

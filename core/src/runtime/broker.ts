@@ -26,7 +26,7 @@ export interface RunningBroker {
 }
 
 /**
- * The composition root. Boot order: plugins (storage first, then the rest, as the host decides)
+ * The composition root. Boot order: plugins (settings, events, storage, throttler, auth, acl, balancer)
  * → DI container → MQTT server → listeners. Shutdown runs the other way round. Everything is
  * resolved from the container once, here; nothing on the packet path asks the container again.
  */

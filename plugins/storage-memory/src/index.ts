@@ -4,7 +4,7 @@ import { MemoryStorage } from './memory-storage';
 export { MemoryStorage } from './memory-storage';
 
 /**
- * The in-memory storage plugin (`storage: { plugin: '@bifro/plugin-storage-memory' }` in the
+ * The in-memory storage plugin (`plugins.storage: "@bifro/plugin-storage-memory"` in the
  * broker config). Takes no options. Nothing it stores survives a restart.
  */
 export default definePlugin({
