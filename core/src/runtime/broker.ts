@@ -8,6 +8,7 @@ import type { LoadedPluginInfo } from '../plugin-host/managers';
 import { TenantUsage } from '../tenancy/tenant-usage';
 import { TimerWheel } from '../session/timer-wheel';
 import { MqttServer } from '../protocol/mqtt-server';
+import { Engine } from '../protocol/engine';
 
 /** A listener as it is bound. */
 export interface ListenerAddress {
@@ -54,6 +55,7 @@ export async function startBroker(config: BrokerConfig, logger: Logger): Promise
     );
   }
 
+  container.registerSingleton(Engine);
   const server = container.resolve(MqttServer);
   let bound;
   try {

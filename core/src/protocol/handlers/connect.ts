@@ -1,40 +1,134 @@
 import { randomBytes } from 'node:crypto';
+import { isUtf8 } from 'node:buffer';
 import type { IConnackPacket, IConnectPacket } from 'mqtt-packet';
-import type { AuthRequest, ClientInfo, ProtocolVersion } from '@bifro/spi';
-import type { AuthOutcome } from '../../plugin-host/managers';
+import type { AuthRequest, ClientInfo, ProtocolVersion, QoS, UserProperties } from '@bifro/spi';
 import type { MqttConnection } from '../connection';
+import { NEVER_EXPIRES, sessionKey } from '../engine';
 import { connackCodeForAuthReject, RC, RC3 } from '../reason-codes';
+import { validateTopicName } from '../../dist/topic';
+import { Message } from '../../session/message';
+import type { PublishProperties } from '../codec/publish-codec';
+
+/** Who the auth chain says the client is. */
+export interface Identity {
+  readonly tenantId: string;
+  readonly userId: string;
+  readonly attrs?: Readonly<Record<string, string>>;
+  readonly responseInfo?: string;
+  readonly userProperties?: UserProperties;
+}
+
+/** Largest packet size MQTT can express (remaining length 268435455 + 5 header bytes). */
+const MQTT_MAX_PACKET = 268435460;
 
 /** A client identifier the broker assigns: unique, valid for every protocol version (≤ 23 chars of [0-9a-zA-Z]) [MQTT-3.1.3-5]. */
 function assignClientId(): string {
   return 'bifro' + randomBytes(9).toString('hex');
 }
 
-function refuse(conn: MqttConnection, codeV5: number, codeV3: number): void {
+/** mqtt-packet gives user properties as an object; the SPI wants ordered pairs. */
+export function userPropertyPairs(props: Record<string, string | string[]> | undefined): [string, string][] | undefined {
+  if (props === undefined) return undefined;
+  const pairs: [string, string][] = [];
+  for (const [k, v] of Object.entries(props)) {
+    if (Array.isArray(v)) for (const x of v) pairs.push([k, x]);
+    else pairs.push([k, v]);
+  }
+  return pairs;
+}
+
+function pairsToObject(pairs: UserProperties): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const [k, v] of pairs) (out[k] ??= []).push(v);
+  return out;
+}
+
+/** Refuse a CONNECT with CONNACK and close [MQTT-3.2.2-?]: v5 code, or the v3 return code. */
+export function refuse(conn: MqttConnection, codeV5: number, codeV3: number, reasonString?: string, serverReference?: string): void {
+  if (conn.state === 'closed') return;
   const packet: IConnackPacket = { cmd: 'connack', sessionPresent: false };
-  if (conn.protocolVersion === 5) packet.reasonCode = codeV5;
-  else packet.returnCode = codeV3;
+  if (conn.v5) {
+    packet.reasonCode = codeV5;
+    const properties: IConnackPacket['properties'] = {};
+    if (reasonString !== undefined && conn.requestProblemInfo) properties.reasonString = reasonString;
+    if (serverReference !== undefined) properties.serverReference = serverReference;
+    if (Object.keys(properties).length > 0) packet.properties = properties;
+  } else {
+    packet.returnCode = codeV3;
+  }
   conn.send(packet);
   conn.end();
 }
 
 /**
- * CONNECT: check the client identifier, run the auth chain, answer CONNACK.
- * Sessions, wills and the rest of CONNECT come with the protocol engine.
+ * Look at the protocol name and level before mqtt-packet does: a level we do not speak gets
+ * CONNACK 0x01 (v3 form) and a close [MQTT-3.1.2-2]; a wrong protocol name a plain close
+ * [MQTT-3.1.2-1]; the reserved flag set a close [MQTT-3.1.2-3]. Returns true when it handled the packet.
  */
+export function handleUnsupportedConnect(conn: MqttConnection, body: Buffer): boolean {
+  if (body.length < 2) {
+    conn.destroy();
+    return true;
+  }
+  const nameLen = body.readUInt16BE(0);
+  if (body.length < 2 + nameLen + 2) {
+    conn.destroy();
+    return true;
+  }
+  const name = body.toString('latin1', 2, 2 + nameLen);
+  const level = body[2 + nameLen]!;
+  const flags = body[3 + nameLen]!;
+  if (name !== 'MQTT' && name !== 'MQIsdp') {
+    conn.engine.emit('protocolError', undefined, { remoteAddress: conn.origin.remoteAddress, reason: 'protocol name' });
+    conn.destroy();
+    return true;
+  }
+  if ((name === 'MQTT' && level !== 4 && level !== 5) || (name === 'MQIsdp' && level !== 3)) {
+    conn.engine.emit('unacceptedProtocolVersion', undefined, { remoteAddress: conn.origin.remoteAddress, level });
+    conn.write(Buffer.from([0x20, 0x02, 0x00, RC3.UnacceptableProtocolVersion]));
+    conn.end();
+    return true;
+  }
+  if ((flags & 0x01) !== 0) {
+    conn.engine.emit('protocolError', undefined, { remoteAddress: conn.origin.remoteAddress, reason: 'reserved connect flag' });
+    conn.destroy();
+    return true;
+  }
+  return false;
+}
+
+/** CONNECT: client id, enhanced or plain auth, then {@link finishConnect}. Frames that follow wait. */
 export function handleConnect(conn: MqttConnection, packet: IConnectPacket): void {
-  const version = conn.protocolVersion;
+  const version = (packet.protocolVersion ?? 4) as ProtocolVersion;
+  conn.protocolVersion = version;
+  conn.v5 = version === 5;
+  const props = packet.properties;
+  const engine = conn.engine;
+  if (conn.v5 && props !== undefined) {
+    // Receive Maximum and Maximum Packet Size of 0 are protocol errors [MQTT-3.1.2-?].
+    if (props.receiveMaximum === 0 || props.maximumPacketSize === 0) {
+      engine.emit('protocolError', undefined, { remoteAddress: conn.origin.remoteAddress, reason: 'zero receive maximum or packet size' });
+      refuse(conn, RC.ProtocolError, RC3.ServerUnavailable);
+      return;
+    }
+    conn.receiveMaximum = props.receiveMaximum ?? 65535;
+    conn.maxPacketSizeOut = props.maximumPacketSize ?? Number.MAX_SAFE_INTEGER;
+    conn.topicAliasMaximumOut = props.topicAliasMaximum ?? 0;
+    conn.requestProblemInfo = props.requestProblemInformation ?? true;
+  }
   let clientId = packet.clientId;
   let assigned = false;
   if (clientId.length === 0) {
-    // A v3.1.1 client with an empty id MUST ask for a clean session [MQTT-3.1.3-7], [MQTT-3.1.3-8].
-    if (version !== 5 && packet.clean === false) {
+    // An empty id needs a clean session in 3.1.1 [MQTT-3.1.3-7], [MQTT-3.1.3-8]; 3.1 does not allow it.
+    if (version === 3 || (version === 4 && packet.clean === false)) {
+      engine.emit('identifierRejected', undefined, { remoteAddress: conn.origin.remoteAddress });
       refuse(conn, RC.ClientIdentifierNotValid, RC3.IdentifierRejected);
       return;
     }
     clientId = assignClientId();
     assigned = true;
-  } else if (Buffer.byteLength(clientId) > conn.services.mqtt.maxClientIdLength) {
+  } else if (Buffer.byteLength(clientId) > engine.config.mqtt.maxClientIdLength) {
+    engine.emit('malformedClientIdentifier', undefined, { remoteAddress: conn.origin.remoteAddress });
     refuse(conn, RC.ClientIdentifierNotValid, RC3.IdentifierRejected);
     return;
   }
@@ -48,44 +142,262 @@ export function handleConnect(conn: MqttConnection, packet: IConnectPacket): voi
     remotePort: conn.origin.remotePort,
     listener: conn.origin.listener,
     clientCertificate: conn.origin.clientCertificate,
+    userProperties: userPropertyPairs(props?.userProperties),
   };
-  const outcome = conn.services.auth.authenticate(request);
-  if (outcome instanceof Promise) {
-    outcome.then(
-      (result) => finishConnect(conn, packet, result, clientId, assigned),
-      () => refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable),
+  const method = conn.v5 ? props?.authenticationMethod : undefined;
+  if (method !== undefined) {
+    if (!engine.auth.supportsMethod(method)) {
+      engine.emit('authError', undefined, { remoteAddress: conn.origin.remoteAddress, method });
+      refuse(conn, RC.BadAuthenticationMethod, RC3.NotAuthorized, `authentication method ${method} not supported`);
+      return;
+    }
+    const state = new Map<string, unknown>();
+    conn.pendingConnect = { packet, clientId, assigned, request };
+    conn.hold(
+      Promise.resolve(engine.auth.extendedAuth({ ...request, phase: 'start', method, data: props?.authenticationData, state })).then(
+        (result) => continueExtendedAuth(conn, method, state, result),
+        () => refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable),
+      ),
     );
-  } else {
-    finishConnect(conn, packet, outcome, clientId, assigned);
+    return;
   }
+  const outcome = engine.auth.authenticate(request);
+  const afterAuth = (result: Awaited<typeof outcome>): Promise<void> | void => {
+    if (result.type === 'reject') {
+      engine.logger.info({ clientId, reason: result.reason, text: result.text }, 'connection refused by auth');
+      engine.emit(result.reason === 'error' ? 'authError' : 'unauthenticated', undefined, {
+        remoteAddress: conn.origin.remoteAddress,
+        clientId,
+        reason: result.reason,
+      });
+      refuse(conn, connackCodeForAuthReject(result.reason, 5), connackCodeForAuthReject(result.reason, version), result.text);
+      return;
+    }
+    return finishConnect(conn, packet, clientId, assigned, result, undefined);
+  };
+  conn.hold(
+    Promise.resolve(outcome)
+      .then(afterAuth)
+      .catch((err: unknown) => {
+        engine.logger.error({ clientId, err: String(err) }, 'connect failed');
+        refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable);
+      }),
+  );
 }
 
-function finishConnect(conn: MqttConnection, packet: IConnectPacket, outcome: AuthOutcome, clientId: string, assigned: boolean): void {
-  if (conn.state === 'closed') return;
-  const version: ProtocolVersion = conn.protocolVersion;
-  if (outcome.type === 'reject') {
-    conn.services.logger.info({ clientId, reason: outcome.reason, text: outcome.text }, 'connection refused by auth');
-    refuse(conn, connackCodeForAuthReject(outcome.reason, 5), connackCodeForAuthReject(outcome.reason, version));
+/** The outcome of one step of enhanced auth at CONNECT. */
+export function continueExtendedAuth(
+  conn: MqttConnection,
+  method: string,
+  state: Map<string, unknown>,
+  result: Awaited<ReturnType<MqttConnection['engine']['auth']['extendedAuth']>>,
+): Promise<void> | void {
+  const pending = conn.pendingConnect;
+  if (pending === undefined || conn.state === 'closed') return;
+  if (result.type === 'continue') {
+    conn.authExchange = { method, state, reauth: false };
+    conn.send({
+      cmd: 'auth',
+      reasonCode: 0x18,
+      properties: { authenticationMethod: method, authenticationData: result.data === undefined ? undefined : Buffer.from(result.data) },
+    });
+    return;
+  }
+  conn.authExchange = undefined;
+  conn.pendingConnect = undefined;
+  if (result.type === 'failed') {
+    conn.engine.emit('unauthenticated', undefined, { remoteAddress: conn.origin.remoteAddress, reason: result.reason });
+    refuse(conn, connackCodeForAuthReject(result.reason, 5), connackCodeForAuthReject(result.reason, conn.protocolVersion), result.text);
+    return;
+  }
+  conn.authMethod = method;
+  return finishConnect(conn, pending.packet, pending.clientId, pending.assigned, result, { method, data: result.data });
+}
+
+/**
+ * After auth: tenant protocol switches, the will, redirect, connect permission and quotas; then
+ * the session (takeover, clean start, expiry) and CONNACK with what the tenant's settings allow.
+ */
+async function finishConnect(
+  conn: MqttConnection,
+  packet: IConnectPacket,
+  clientId: string,
+  assigned: boolean,
+  identity: Identity,
+  auth: { method: string; data: Uint8Array | undefined } | undefined,
+): Promise<void> {
+  const engine = conn.engine;
+  const version = conn.protocolVersion;
+  const tenantId = identity.tenantId;
+  const enabled = version === 3 ? 'MQTT3Enabled' : version === 4 ? 'MQTT4Enabled' : 'MQTT5Enabled';
+  if (!engine.setting(tenantId, enabled)) {
+    engine.emit('unacceptedProtocolVersion', undefined, { remoteAddress: conn.origin.remoteAddress, level: version, tenantId });
+    refuse(conn, RC.UnsupportedProtocolVersion, RC3.UnacceptableProtocolVersion, `MQTT level ${version} is disabled for this tenant`);
     return;
   }
   const client: ClientInfo = {
-    tenantId: outcome.tenantId,
-    userId: outcome.userId,
+    tenantId,
+    userId: identity.userId,
     clientId,
     protocolVersion: version,
     remoteAddress: conn.origin.remoteAddress,
     remotePort: conn.origin.remotePort,
     listener: conn.origin.listener,
-    attrs: outcome.attrs ?? {},
+    attrs: identity.attrs ?? {},
   };
-  const connack: IConnackPacket = { cmd: 'connack', sessionPresent: false };
-  if (version === 5) {
+
+  const will = buildWill(conn, packet, client);
+  if (will === null) return;
+
+  const redirect = await engine.balancer.needRedirect(client);
+  if (conn.isClosed()) return;
+  if (redirect.type === 'redirect') {
+    engine.emit('redirected', client, { serverReference: redirect.serverReference, permanent: redirect.permanent });
+    refuse(conn, redirect.permanent ? RC.ServerMoved : RC.UseAnotherServer, RC3.ServerUnavailable, undefined, redirect.serverReference);
+    return;
+  }
+  const allowed = await engine.acl.check(client, { type: 'connect' });
+  if (conn.isClosed()) return;
+  if (!allowed) {
+    engine.emit('notAuthorizedClient', client, { remoteAddress: conn.origin.remoteAddress });
+    refuse(conn, RC.NotAuthorized, RC3.NotAuthorized, 'not authorized to connect');
+    return;
+  }
+  if (!engine.throttler.hasResource(tenantId, 'TotalConnections') || !engine.throttler.hasResource(tenantId, 'TotalConnectPerSecond')) {
+    engine.emit('resourceExhausted', client, { resource: 'TotalConnections' });
+    refuse(conn, RC.QuotaExceeded, RC3.ServerUnavailable, 'tenant connection quota exhausted');
+    return;
+  }
+
+  // Session: take over a live connection [MQTT-3.1.4-3], end or resume the stored session [MQTT-3.1.2-4..5].
+  const key = sessionKey(tenantId, clientId);
+  const live = engine.sessions.get(key)?.link;
+  if (live !== undefined && live !== conn) {
+    engine.emit('kicked', engine.sessions.get(key)!.client, { reason: 'session taken over' });
+    (live as MqttConnection).disconnect(RC.SessionTakenOver);
+  }
+  const forceTransient = engine.setting(tenantId, 'ForceTransient');
+  const cleanStart = packet.clean !== false || forceTransient;
+  let existing = engine.sessions.get(key);
+  if (existing !== undefined && cleanStart) {
+    engine.endSession(existing);
+    existing = undefined;
+  }
+  const maxExpiry = engine.setting(tenantId, 'MaxSessionExpirySeconds');
+  const minExpiry = engine.setting(tenantId, 'MinSessionExpirySeconds');
+  let requested = conn.v5 ? (packet.properties?.sessionExpiryInterval ?? 0) : cleanStart ? 0 : NEVER_EXPIRES;
+  if (forceTransient) requested = 0;
+  const expiry = requested === 0 ? 0 : Math.min(Math.max(requested, minExpiry), maxExpiry);
+
+  engine.usage.add(tenantId, 'TotalConnections', 1);
+  engine.usage.count(tenantId, 'TotalConnectPerSecond', 1, engine.wheel.now);
+  let session = existing;
+  if (session !== undefined) {
+    engine.sessionResumed(session);
+    session.client = client;
+    session.protocolVersion = version;
+    session.expirySeconds = expiry;
+  } else {
+    session = engine.createSession(client, expiry);
+  }
+  session.will = will;
+  conn.session = session;
+
+  let keepAlive = packet.keepalive ?? 0;
+  const minKeepAlive = engine.setting(tenantId, 'MinKeepAliveSeconds');
+  const keepAliveRaised = keepAlive > 0 && keepAlive < minKeepAlive;
+  if (keepAliveRaised) keepAlive = minKeepAlive;
+
+  const maxPacket = Math.min(MQTT_MAX_PACKET, engine.setting(tenantId, 'MaxUserPayloadBytes') + 65536 + 4096);
+  conn.setMaxInboundPacket(maxPacket);
+  const connack: IConnackPacket = { cmd: 'connack', sessionPresent: existing !== undefined };
+  if (conn.v5) {
     connack.reasonCode = RC.Success;
-    if (assigned) connack.properties = { assignedClientIdentifier: clientId };
+    const p: NonNullable<IConnackPacket['properties']> = {
+      receiveMaximum: engine.setting(tenantId, 'ReceivingMaximum'),
+      maximumPacketSize: maxPacket,
+    };
+    conn.topicAliasMaximumIn = engine.setting(tenantId, 'MaxTopicAlias');
+    if (conn.topicAliasMaximumIn > 0) p.topicAliasMaximum = conn.topicAliasMaximumIn;
+    if (requested !== expiry) p.sessionExpiryInterval = expiry;
+    const maxQoS = engine.setting(tenantId, 'MaximumQoS');
+    if (maxQoS < 2) p.maximumQoS = maxQoS as 0 | 1;
+    if (!engine.setting(tenantId, 'RetainEnabled')) p.retainAvailable = false;
+    if (!engine.setting(tenantId, 'WildcardSubscriptionEnabled')) p.wildcardSubscriptionAvailable = false;
+    if (!engine.setting(tenantId, 'SubscriptionIdentifierEnabled')) p.subscriptionIdentifiersAvailable = false;
+    if (!engine.setting(tenantId, 'SharedSubscriptionEnabled')) p.sharedSubscriptionAvailable = false;
+    if (assigned) p.assignedClientIdentifier = clientId;
+    if (keepAliveRaised) p.serverKeepAlive = keepAlive;
+    if (packet.properties?.requestResponseInformation === true && identity.responseInfo !== undefined)
+      p.responseInformation = identity.responseInfo;
+    if (identity.userProperties !== undefined && identity.userProperties.length > 0)
+      p.userProperties = pairsToObject(identity.userProperties);
+    if (auth !== undefined) {
+      p.authenticationMethod = auth.method;
+      if (auth.data !== undefined) p.authenticationData = Buffer.from(auth.data);
+    }
+    connack.properties = p;
   } else {
     connack.returnCode = RC3.Accepted;
   }
-  conn.accept(client, packet.keepalive ?? 0);
+  conn.accept(client, keepAlive);
   conn.send(connack);
-  conn.services.logger.debug({ tenantId: client.tenantId, clientId }, 'client connected');
+  session.attach(conn);
+  engine.emit('clientConnected', client, () => ({
+    remoteAddress: client.remoteAddress,
+    listener: client.listener,
+    sessionPresent: existing !== undefined,
+    protocolVersion: version,
+  }));
+  engine.logger.debug({ tenantId, clientId }, 'client connected');
+}
+
+/** The will from CONNECT, checked against the tenant's settings; null when the connection was refused. */
+function buildWill(
+  conn: MqttConnection,
+  packet: IConnectPacket,
+  client: ClientInfo,
+): { message: Message; delaySeconds: number } | undefined | null {
+  const w = packet.will;
+  if (w === undefined || w === null) return undefined;
+  const engine = conn.engine;
+  const tenantId = client.tenantId;
+  const payload = Buffer.isBuffer(w.payload) ? w.payload : Buffer.from(w.payload);
+  if (!validateTopicName(w.topic, engine.topicLimits(tenantId)).ok) {
+    engine.emit('malformedWillTopic', client, { topic: w.topic });
+    refuse(conn, RC.TopicNameInvalid, RC3.ServerUnavailable, 'invalid will topic');
+    return null;
+  }
+  const qos = (w.qos ?? 0) as QoS;
+  if (qos > engine.setting(tenantId, 'MaximumQoS')) {
+    refuse(conn, RC.QoSNotSupported, RC3.ServerUnavailable, 'will QoS not supported');
+    return null;
+  }
+  if (w.retain === true && !engine.setting(tenantId, 'RetainEnabled')) {
+    refuse(conn, RC.RetainNotSupported, RC3.ServerUnavailable, 'retained will not supported');
+    return null;
+  }
+  if (payload.length > engine.setting(tenantId, 'MaxLastWillBytes')) {
+    refuse(conn, RC.PacketTooLarge, RC3.ServerUnavailable, 'will payload above MaxLastWillBytes');
+    return null;
+  }
+  const wp = w.properties;
+  let properties: PublishProperties | undefined;
+  if (conn.v5 && wp !== undefined) {
+    properties = {};
+    if (wp.payloadFormatIndicator !== undefined) properties.payloadFormatIndicator = wp.payloadFormatIndicator;
+    if (wp.contentType !== undefined) properties.contentType = wp.contentType;
+    if (wp.responseTopic !== undefined) properties.responseTopic = wp.responseTopic;
+    if (wp.correlationData !== undefined) properties.correlationData = wp.correlationData;
+    const up = userPropertyPairs(wp.userProperties);
+    if (up !== undefined) properties.userProperties = up;
+    if (wp.messageExpiryInterval !== undefined) properties.messageExpiryInterval = wp.messageExpiryInterval;
+    if (wp.payloadFormatIndicator === true && engine.setting(tenantId, 'PayloadFormatValidationEnabled') && !isUtf8(payload)) {
+      refuse(conn, RC.PayloadFormatInvalid, RC3.ServerUnavailable, 'will payload is not UTF-8');
+      return null;
+    }
+  }
+  // The will's expiry counts from when it is published; kept as an interval until then.
+  const message = new Message(w.topic, payload, qos, w.retain === true, properties, Date.now(), 0, client.clientId);
+  return { message, delaySeconds: conn.v5 ? (wp?.willDelayInterval ?? 0) : 0 };
 }

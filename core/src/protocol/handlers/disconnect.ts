@@ -1,6 +1,22 @@
+import type { IDisconnectPacket } from 'mqtt-packet';
 import type { MqttConnection } from '../connection';
+import { RC } from '../reason-codes';
 
-/** DISCONNECT from the client: close the network connection [MQTT-3.14.4-1]. */
-export function handleDisconnect(conn: MqttConnection): void {
+/**
+ * DISCONNECT from the client: close without publishing the will [MQTT-3.1.2-10], except v5
+ * reason 0x04 (disconnect with will message). A v5 client may change its Session Expiry Interval,
+ * but not from 0 to non-zero [MQTT-3.14.2-2].
+ */
+export function handleDisconnect(conn: MqttConnection, packet: IDisconnectPacket): void {
+  const session = conn.session;
+  const expiry = packet.properties?.sessionExpiryInterval;
+  if (conn.v5 && expiry !== undefined && session !== undefined) {
+    if (session.expirySeconds === 0 && expiry !== 0) {
+      conn.protocolError(RC.ProtocolError, 'session expiry changed from 0 at DISCONNECT', 'protocolViolation');
+      return;
+    }
+    session.expirySeconds = Math.min(expiry, conn.engine.setting(session.tenantId, 'MaxSessionExpirySeconds'));
+  }
+  conn.normalDisconnect = !(conn.v5 && packet.reasonCode === 0x04);
   conn.end();
 }

@@ -1,0 +1,109 @@
+/**
+ * Splits a byte stream into MQTT control packets (fixed header + remaining length + body) without
+ * copying when a chunk holds whole packets. Bytes of a packet that spans chunks are gathered once
+ * it is complete. The remaining length is checked against a limit before any body byte is
+ * buffered, so an oversize packet never costs memory.
+ */
+export interface FrameSink {
+  /** One whole packet. `frame` is valid only during the call (it may share memory with the socket chunk). */
+  onFrame(header: number, body: Buffer, frame: Buffer): void;
+  /** The remaining length is not a valid variable byte integer (more than 4 bytes) [MQTT-1.5.5-1]. */
+  onMalformedLength(): void;
+  /** The packet is larger than `maxPacketSize` (total bytes); nothing of it was buffered. */
+  onOversize(size: number): void;
+}
+
+export class FrameReader {
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  /** Total size of the packet being gathered, once its header is known; -1 before. */
+  private expected = -1;
+  private stopped = false;
+
+  constructor(
+    private readonly sink: FrameSink,
+    /** Largest packet accepted, in bytes (fixed header included). */
+    public maxPacketSize: number,
+  ) {}
+
+  /** Stop delivering frames (the connection is closing). */
+  stop(): void {
+    this.stopped = true;
+    this.pending = [];
+    this.pendingBytes = 0;
+  }
+
+  push(chunk: Buffer): void {
+    if (this.stopped) return;
+    if (this.pendingBytes > 0) {
+      this.pending.push(chunk);
+      this.pendingBytes += chunk.length;
+      if (this.expected < 0) {
+        const joined = Buffer.concat(this.pending, this.pendingBytes);
+        this.pending = [];
+        this.pendingBytes = 0;
+        this.consume(joined);
+        return;
+      }
+      if (this.pendingBytes < this.expected) return;
+      const joined = Buffer.concat(this.pending, this.pendingBytes);
+      this.pending = [];
+      this.pendingBytes = 0;
+      this.expected = -1;
+      this.consume(joined);
+      return;
+    }
+    this.consume(chunk);
+  }
+
+  private consume(buf: Buffer): void {
+    let pos = 0;
+    const len = buf.length;
+    while (pos < len && !this.stopped) {
+      // Variable byte integer: up to four bytes [MQTT-1.5.5-1].
+      let remaining = 0;
+      let multiplier = 1;
+      let i = pos + 1;
+      let complete = false;
+      for (let n = 0; n < 4 && i < len; n++, i++) {
+        const byte = buf[i]!;
+        remaining += (byte & 0x7f) * multiplier;
+        multiplier *= 128;
+        if ((byte & 0x80) === 0) {
+          complete = true;
+          i++;
+          break;
+        }
+        if (n === 3) {
+          this.stopped = true;
+          this.sink.onMalformedLength();
+          return;
+        }
+      }
+      if (!complete) {
+        this.keep(buf.subarray(pos), -1);
+        return;
+      }
+      const total = i - pos + remaining;
+      if (total > this.maxPacketSize) {
+        this.stopped = true;
+        this.sink.onOversize(total);
+        return;
+      }
+      if (pos + total > len) {
+        this.keep(buf.subarray(pos), total);
+        return;
+      }
+      const frame = buf.subarray(pos, pos + total);
+      this.sink.onFrame(buf[pos]!, buf.subarray(i, pos + total), frame);
+      pos += total;
+    }
+  }
+
+  private keep(rest: Buffer, expected: number): void {
+    // Copy: the socket may reuse the chunk's memory.
+    this.pending = [Buffer.from(rest)];
+    this.pendingBytes = rest.length;
+    this.expected = expected;
+  }
+}

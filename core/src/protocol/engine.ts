@@ -1,0 +1,301 @@
+import { inject, injectable } from 'tsyringe';
+import type { BrokerEvent, ClientInfo, EventDetailValue, EventType, QoS, SettingName, SettingValue } from '@bifro/spi';
+import { EVENT_TYPES } from '@bifro/spi';
+import type { BrokerConfig } from '../runtime/config-types';
+import type { Logger } from '../runtime/logger';
+import { RUNTIME_TOKENS } from '../runtime/tokens';
+import { PLUGIN_TOKENS } from '../plugin-host/tokens';
+import type { PluginHost } from '../plugin-host/managers';
+import { Dist } from '../dist/dist';
+import { pickMember } from '../dist/tenant-dist';
+import type { TopicLimits } from '../dist/topic';
+import { RetainService } from '../retain/retain-service';
+import { Message } from '../session/message';
+import { Session, type Delivery, type SessionHost } from '../session/session';
+import type { TimerWheel } from '../session/timer-wheel';
+import type { TenantUsage } from '../tenancy/tenant-usage';
+import { describeError } from '../errors';
+
+const GROUP_OF = new Map<EventType, BrokerEvent['group']>();
+for (const [group, types] of Object.entries(EVENT_TYPES)) for (const t of types) GROUP_OF.set(t, group as BrokerEvent['group']);
+
+/** Session Expiry Interval meaning "never" [MQTT-3.1.2-?]. */
+export const NEVER_EXPIRES = 0xffffffff;
+
+/** The key of a session: the same client id in two tenants is two sessions. */
+export function sessionKey(tenantId: string, clientId: string): string {
+  return tenantId + '\u0000' + clientId;
+}
+
+/**
+ * The broker's engine: sessions, the per-tenant subscription index, retained messages and the
+ * publish path (match → per-subscriber delivery), with the plugin guards it consults. One per
+ * broker, built by the container at boot; connections reach it through their services.
+ */
+@injectable()
+export class Engine implements SessionHost {
+  readonly sessions = new Map<string, Session>();
+  readonly dist = new Dist<Session>();
+  readonly retain: RetainService;
+  readonly auth: PluginHost['auth'];
+  readonly acl: PluginHost['acl'];
+  readonly balancer: PluginHost['balancer'];
+  readonly events: PluginHost['events'];
+  readonly settings: PluginHost['settings'];
+  readonly throttler: PluginHost['throttler'];
+  /** Set when the broker is shutting down: connections closing now are the server's doing. */
+  shuttingDown = false;
+  private readonly limitsCache = new Map<string, TopicLimits>();
+  private readonly unwatchSettings: () => void;
+
+  constructor(
+    @inject(RUNTIME_TOKENS.Config) readonly config: BrokerConfig,
+    @inject(RUNTIME_TOKENS.Logger) readonly logger: Logger,
+    @inject(RUNTIME_TOKENS.TimerWheel) readonly wheel: TimerWheel,
+    @inject(RUNTIME_TOKENS.TenantUsage) readonly usage: TenantUsage,
+    @inject(PLUGIN_TOKENS.Host) host: PluginHost,
+  ) {
+    this.auth = host.auth;
+    this.acl = host.acl;
+    this.balancer = host.balancer;
+    this.events = host.events;
+    this.settings = host.settings;
+    this.throttler = host.throttler;
+    this.retain = new RetainService(host.storage);
+    this.unwatchSettings = this.settings.onChange((tenantId) => {
+      if (tenantId === undefined) this.limitsCache.clear();
+      else this.limitsCache.delete(tenantId);
+    });
+  }
+
+  /** A tenant setting (cached by the settings manager). */
+  setting<S extends SettingName>(tenantId: string, name: S): SettingValue<S> {
+    return this.settings.get(tenantId, name);
+  }
+
+  /** The tenant's topic limits; cached until its settings change. */
+  topicLimits(tenantId: string): TopicLimits {
+    let limits = this.limitsCache.get(tenantId);
+    if (limits === undefined) {
+      limits = {
+        maxLength: this.settings.get(tenantId, 'MaxTopicLength'),
+        maxLevels: this.settings.get(tenantId, 'MaxTopicLevels'),
+        maxLevelLength: this.settings.get(tenantId, 'MaxTopicLevelLength'),
+      };
+      this.limitsCache.set(tenantId, limits);
+    }
+    return limits;
+  }
+
+  /** Report an event if some collector wants its type. Build `detail` lazily: pass a function on hot paths. */
+  emit(
+    type: EventType,
+    client: ClientInfo | undefined,
+    detail: Readonly<Record<string, EventDetailValue>> | (() => Readonly<Record<string, EventDetailValue>>) = {},
+  ): void {
+    if (!this.events.wants(type)) return;
+    this.events.report({
+      type,
+      group: GROUP_OF.get(type)!,
+      time: Date.now(),
+      tenantId: client?.tenantId,
+      clientId: client?.clientId,
+      userId: client?.userId,
+      detail: typeof detail === 'function' ? detail() : detail,
+    });
+  }
+
+  /**
+   * Deliver a message to every matching subscription of the tenant: one delivery per session for
+   * overlapping subscriptions at the highest QoS with all subscription ids [MQTT-3.3.4-2],
+   * [MQTT-3.3.4-3]; one member per shared group. Returns how many deliveries were made.
+   */
+  publish(tenantId: string, msg: Message): number {
+    const tenant = this.dist.peek(tenantId);
+    if (tenant === undefined) return 0;
+    const match = tenant.match(msg.topic);
+    let count = 0;
+    const publisher = msg.publisherClientId;
+    for (const d of match.direct) {
+      let m = d;
+      if (d.clientId === publisher) {
+        // No Local: never back to the publisher's own subscriptions that ask so [MQTT-3.8.3-3].
+        const local = d.localAllowed;
+        if (local === undefined) continue;
+        m = local;
+      }
+      const qos = (m.qos < msg.qos ? m.qos : msg.qos) as QoS;
+      // Live deliveries carry RETAIN 0 unless Retain As Published [MQTT-3.3.1-12], [MQTT-3.3.1-13].
+      m.subscriber.deliver({ msg, qos, retain: m.retainAsPublished && msg.retain, subscriptionIds: m.subscriptionIds });
+      count++;
+    }
+    const maxGroups = match.groups.length === 0 ? 0 : this.settings.get(tenantId, 'MaxGroupFanout');
+    for (let i = 0; i < match.groups.length && i < maxGroups; i++) {
+      const member = pickMember(match.groups[i]!, publisher, msg.topic, isOnline);
+      if (member === undefined) continue;
+      const o = member.options;
+      const qos = (o.qos < msg.qos ? o.qos : msg.qos) as QoS;
+      const ids = o.subscriptionId === undefined ? undefined : [o.subscriptionId];
+      member.subscriber.deliver({ msg, qos, retain: o.retainAsPublished && msg.retain, subscriptionIds: ids });
+      count++;
+    }
+    return count;
+  }
+
+  /** Store or clear a retained message; failures are logged and reported, the live delivery is unaffected. */
+  retainMessage(client: ClientInfo, msg: Message): void {
+    this.retain.apply(client.tenantId, msg).then(
+      (what) => this.emit(what === 'retained' ? 'msgRetained' : 'retainMsgCleared', client, { topic: msg.topic, size: msg.payload.length }),
+      (err: unknown) => {
+        this.logger.error({ tenantId: client.tenantId, topic: msg.topic, err: describeError(err) }, 'retained message not stored');
+        this.emit('msgRetainedError', client, { topic: msg.topic, error: describeError(err) });
+      },
+    );
+  }
+
+  // ---- sessions ----
+
+  createSession(client: ClientInfo, expirySeconds: number): Session {
+    const session = new Session(
+      sessionKey(client.tenantId, client.clientId),
+      client,
+      client.protocolVersion,
+      expirySeconds,
+      Date.now(),
+      this,
+    );
+    this.sessions.set(session.key, session);
+    this.emit('sessionStarted', client, {});
+    return session;
+  }
+
+  /**
+   * The session's connection went away. A will is published now, later (will delay) or not at all
+   * (normal DISCONNECT [MQTT-3.1.2-10]); a session with expiry 0 ends now, others are kept until
+   * their expiry [MQTT-3.1.2-23].
+   */
+  sessionDisconnected(session: Session, publishWill: boolean): void {
+    session.detach();
+    if (!publishWill) session.will = undefined;
+    const now = Date.now();
+    if (session.will !== undefined) {
+      const delay = Math.min(session.will.delaySeconds, session.expirySeconds);
+      if (delay === 0) this.fireWill(session);
+      else session.willAt = now + delay * 1000;
+    }
+    if (session.expirySeconds === 0) {
+      this.endSession(session);
+      return;
+    }
+    session.expireAt = session.expirySeconds === NEVER_EXPIRES ? 0 : now + session.expirySeconds * 1000;
+    this.scheduleDeadline(session);
+  }
+
+  /** A connection takes the session back: cancel a pending will [MQTT-3.1.3-9] and the expiry. */
+  sessionResumed(session: Session): void {
+    session.willAt = 0;
+    session.expireAt = 0;
+    this.wheel.cancel(session);
+  }
+
+  /** End a session: subscriptions removed, state dropped, a pending will published [MQTT-3.1.3-9]. */
+  endSession(session: Session): void {
+    if (this.sessions.get(session.key) !== session) return;
+    this.sessions.delete(session.key);
+    this.wheel.cancel(session);
+    if (session.willAt !== 0) this.fireWill(session);
+    const tenant = this.dist.peek(session.tenantId);
+    if (tenant !== undefined) {
+      tenant.unsubscribeAll(session.clientId);
+      this.dist.dropIfEmpty(session.tenantId);
+    }
+    session.subscriptions.clear();
+    session.clearState();
+    this.emit('sessionStopped', session.client, {});
+  }
+
+  fireWill(session: Session): void {
+    const will = session.will;
+    session.will = undefined;
+    session.willAt = 0;
+    if (will === undefined) return;
+    if (this.shuttingDown && this.settings.get(session.tenantId, 'NoLWTWhenServerShuttingDown')) return;
+    // The will's Message Expiry Interval counts from its publication.
+    const w = will.message;
+    const now = Date.now();
+    const interval = w.properties?.messageExpiryInterval;
+    const msg = new Message(
+      w.topic,
+      w.payload,
+      w.qos,
+      w.retain,
+      w.properties,
+      now,
+      interval === undefined ? 0 : now + interval * 1000,
+      w.publisherClientId,
+    );
+    try {
+      if (msg.retain) this.retainMessage(session.client, msg);
+      this.publish(session.tenantId, msg);
+      this.emit('willDistributed', session.client, { topic: msg.topic });
+    } catch (err) {
+      this.logger.error({ clientId: session.clientId, err: describeError(err) }, 'will not distributed');
+      this.emit('willDistError', session.client, { topic: msg.topic });
+    }
+  }
+
+  private scheduleDeadline(session: Session): void {
+    const next = nextDeadline(session);
+    if (next > 0) this.wheel.schedule(session, next);
+  }
+
+  // ---- SessionHost ----
+
+  queueLimit(tenantId: string): { maxSize: number; dropOldest: boolean } {
+    return { maxSize: this.settings.get(tenantId, 'SessionInboxSize'), dropOldest: this.settings.get(tenantId, 'QoS0DropOldest') };
+  }
+
+  dropped(session: Session, delivery: Delivery, reason: 'queue-full' | 'expired' | 'too-large' | 'slow-consumer'): void {
+    const type = delivery.qos === 0 ? 'qos0Dropped' : delivery.qos === 1 ? 'qos1Dropped' : 'qos2Dropped';
+    this.emit(type, session.client, () => ({ topic: delivery.msg.topic, reason }));
+    if (reason === 'queue-full') this.emit('inboxOverflowed', session.client, () => ({ topic: delivery.msg.topic }));
+    if (reason === 'too-large')
+      this.emit('oversizePacketDropped', session.client, () => ({ topic: delivery.msg.topic, size: delivery.msg.payload.length }));
+  }
+
+  confirmed(session: Session, delivery: Delivery): void {
+    if (!this.events.wants(delivery.qos === 1 ? 'qos1Confirmed' : 'qos2Confirmed')) return;
+    if (!this.settings.get(session.tenantId, 'DebugModeEnabled')) return;
+    this.emit(delivery.qos === 1 ? 'qos1Confirmed' : 'qos2Confirmed', session.client, { topic: delivery.msg.topic });
+  }
+
+  /** Drop every session and timer (broker stop). */
+  close(): void {
+    this.unwatchSettings();
+    for (const session of this.sessions.values()) this.wheel.cancel(session);
+    this.sessions.clear();
+  }
+
+  /** The timer wheel callback of a disconnected session: fire a due will, end an expired session. */
+  onDeadline(session: Session, now: number): number {
+    if (session.connected) return 0;
+    if (session.willAt !== 0 && now >= session.willAt) this.fireWill(session);
+    if (session.expireAt !== 0 && now >= session.expireAt) {
+      this.endSession(session);
+      return 0;
+    }
+    return nextDeadline(session);
+  }
+}
+
+function nextDeadline(session: Session): number {
+  const a = session.willAt;
+  const b = session.expireAt;
+  if (a === 0) return b;
+  if (b === 0) return a;
+  return Math.min(a, b);
+}
+
+function isOnline(session: Session): boolean {
+  return session.connected;
+}

@@ -1,0 +1,88 @@
+import type { IAuthPacket } from 'mqtt-packet';
+import type { MqttConnection } from '../connection';
+import { RC } from '../reason-codes';
+import { continueExtendedAuth } from './connect';
+
+const CONTINUE = 0x18;
+const REAUTHENTICATE = 0x19;
+
+/**
+ * AUTH (v5 enhanced authentication): the next step of an exchange started by CONNECT, or a
+ * re-authentication of a connected client (0x19) with the method it connected with
+ * [MQTT-4.12.1-1]. Anything else is a protocol error [MQTT-4.12.0-?].
+ */
+export function handleAuth(conn: MqttConnection, packet: IAuthPacket): void {
+  const engine = conn.engine;
+  const method = packet.properties?.authenticationMethod;
+  const data = packet.properties?.authenticationData;
+  const exchange = conn.authExchange;
+
+  if (conn.state === 'authenticating') {
+    if (exchange === undefined || packet.reasonCode !== CONTINUE || method !== exchange.method) {
+      conn.protocolError(RC.ProtocolError, 'unexpected AUTH during connect', 'protocolViolation');
+      return;
+    }
+    const request = conn.pendingConnect!.request;
+    conn.hold(
+      Promise.resolve(engine.auth.extendedAuth({ ...request, phase: 'continue', method, data, state: exchange.state })).then((result) =>
+        continueExtendedAuth(conn, method, exchange.state, result),
+      ),
+    );
+    return;
+  }
+
+  // Connected: re-authentication.
+  const started = packet.reasonCode === REAUTHENTICATE;
+  if (
+    (!started && (exchange === undefined || packet.reasonCode !== CONTINUE)) ||
+    conn.authMethod === undefined ||
+    method !== conn.authMethod
+  ) {
+    conn.protocolError(RC.ProtocolError, 'unexpected AUTH', 'protocolViolation');
+    return;
+  }
+  const client = conn.client!;
+  const state = started ? new Map<string, unknown>() : exchange!.state;
+  const request = {
+    protocolVersion: conn.protocolVersion,
+    clientId: client.clientId,
+    remoteAddress: conn.origin.remoteAddress,
+    remotePort: conn.origin.remotePort,
+    listener: conn.origin.listener,
+    clientCertificate: conn.origin.clientCertificate,
+    phase: started ? ('reauth' as const) : ('continue' as const),
+    method,
+    data,
+    state,
+    client,
+  };
+  conn.hold(
+    Promise.resolve(engine.auth.extendedAuth(request)).then((result) => {
+      if (conn.state === 'closed') return;
+      if (result.type === 'continue') {
+        conn.authExchange = { method, state, reauth: true };
+        conn.send({
+          cmd: 'auth',
+          reasonCode: CONTINUE,
+          properties: {
+            authenticationMethod: method,
+            authenticationData: result.data === undefined ? undefined : Buffer.from(result.data),
+          },
+        });
+        return;
+      }
+      conn.authExchange = undefined;
+      if (result.type === 'failed' || result.tenantId !== client.tenantId) {
+        // A failed re-authentication ends the connection [MQTT-4.12.1-2]; so does a change of tenant.
+        engine.emit('reAuthFailed', client, { method });
+        conn.disconnect(RC.NotAuthorized, result.type === 'failed' ? result.text : 'tenant changed on re-authentication');
+        return;
+      }
+      conn.send({
+        cmd: 'auth',
+        reasonCode: 0,
+        properties: { authenticationMethod: method, authenticationData: result.data === undefined ? undefined : Buffer.from(result.data) },
+      });
+    }),
+  );
+}

@@ -1,0 +1,144 @@
+import { isUtf8 } from 'node:buffer';
+import type { AccessAction } from '@bifro/spi';
+import type { MqttConnection } from '../connection';
+import type { DecodedPublish } from '../codec/publish-codec';
+import { validateTopicName } from '../../dist/topic';
+import { Message } from '../../session/message';
+import { RC } from '../reason-codes';
+
+/**
+ * PUBLISH from a client: resolve a topic alias, validate, check rate, size, QoS, retain and
+ * permission, then distribute, retain and acknowledge: QoS 1 PUBACK after distribution
+ * [MQTT-4.3.2-?]; QoS 2 delivered once on the first PUBLISH, PUBREC for it and for any duplicate
+ * until PUBREL [MQTT-4.3.3-?].
+ */
+export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
+  const client = conn.client!;
+  const session = conn.session!;
+  const engine = conn.engine;
+  const tenantId = client.tenantId;
+
+  // Topic alias (v5) [MQTT-3.3.2-?]: 0 and values above our maximum are invalid.
+  let topic = p.topic;
+  const alias = p.properties?.topicAlias;
+  if (alias !== undefined) {
+    if (alias === 0 || alias > conn.topicAliasMaximumIn) {
+      conn.protocolError(RC.TopicAliasInvalid, `topic alias ${alias} out of range`, 'protocolViolation');
+      return;
+    }
+    if (topic.length > 0) conn.aliasesIn[alias] = topic;
+    else {
+      const known = conn.aliasesIn[alias];
+      if (known === undefined) {
+        conn.protocolError(RC.ProtocolError, `unknown topic alias ${alias}`, 'protocolViolation');
+        return;
+      }
+      topic = known;
+    }
+  }
+  const check = validateTopicName(topic, engine.topicLimits(tenantId));
+  if (!check.ok) {
+    // Wildcards, U+0000, empty topics and limit breaches: Topic Name invalid [MQTT-3.3.2-2].
+    conn.protocolError(RC.TopicNameInvalid, `invalid topic (${check.reason})`, 'invalidTopic');
+    return;
+  }
+
+  const maxRate = engine.setting(tenantId, 'MsgPubPerSec');
+  if (maxRate > 0) {
+    const now = engine.wheel.now;
+    if (now - conn.pubWindowStart >= 1000) {
+      conn.pubWindowStart = now;
+      conn.pubWindowCount = 0;
+    }
+    if (++conn.pubWindowCount > maxRate) {
+      conn.protocolError(RC.MessageRateTooHigh, 'publish rate above MsgPubPerSec', 'exceedPubRate');
+      return;
+    }
+  }
+  if (p.qos > engine.setting(tenantId, 'MaximumQoS')) {
+    // QoS above the Maximum QoS we announced [MQTT-3.2.2-11].
+    conn.protocolError(RC.QoSNotSupported, `QoS ${p.qos} not supported`, 'protocolViolation');
+    return;
+  }
+  if (p.retain && !engine.setting(tenantId, 'RetainEnabled')) {
+    // Retain not available [MQTT-3.2.2-14].
+    conn.protocolError(RC.RetainNotSupported, 'retain not supported', 'protocolViolation');
+    return;
+  }
+  if (p.payload.length > engine.setting(tenantId, 'MaxUserPayloadBytes')) {
+    conn.protocolError(RC.PacketTooLarge, `payload of ${p.payload.length} bytes above MaxUserPayloadBytes`, 'oversizePacketDropped');
+    return;
+  }
+
+  if (p.qos === 2) {
+    if (session.inboundQoS2.has(p.packetId)) {
+      // A duplicate before PUBREL: acknowledge again, do not deliver again [MQTT-4.3.3-9].
+      conn.sendAck(5, p.packetId, 0);
+      return;
+    }
+    if (session.inboundQoS2.size >= engine.setting(tenantId, 'ReceivingMaximum')) {
+      // More unacknowledged QoS 2 than our Receive Maximum [MQTT-3.3.4-7].
+      conn.protocolError(RC.ReceiveMaximumExceeded, 'receive maximum exceeded', 'receiveLimitExceeded');
+      return;
+    }
+  }
+
+  if (p.properties?.payloadFormatIndicator === true && engine.setting(tenantId, 'PayloadFormatValidationEnabled') && !isUtf8(p.payload)) {
+    // Payload Format Indicator 1 promises UTF-8 [MQTT-3.3.2-4]: refuse what is not.
+    if (p.qos === 0) conn.protocolError(RC.PayloadFormatInvalid, 'payload is not UTF-8', 'protocolViolation');
+    else conn.sendAck(p.qos === 1 ? 4 : 5, p.packetId, conn.v5 ? RC.PayloadFormatInvalid : 0);
+    return;
+  }
+
+  const action: AccessAction = { type: 'publish', topic, qos: p.qos, retain: p.retain };
+  const allowed = engine.acl.check(client, action);
+  if (allowed instanceof Promise) {
+    conn.hold(allowed.then((ok) => accept(conn, p, topic, ok)));
+  } else {
+    accept(conn, p, topic, allowed);
+  }
+}
+
+function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed: boolean): void {
+  if (conn.state === 'closed') return;
+  const engine = conn.engine;
+  const client = conn.client!;
+  if (!allowed) {
+    engine.emit('pubActionDisallow', client, { topic, qos: p.qos });
+    // v5: Not authorized on the acknowledgement; v3 cannot say no: acknowledged and dropped.
+    if (p.qos === 1) conn.sendAck(4, p.packetId, conn.v5 ? RC.NotAuthorized : 0);
+    else if (p.qos === 2) conn.sendAck(5, p.packetId, conn.v5 ? RC.NotAuthorized : 0);
+    return;
+  }
+  const now = Date.now();
+  const props = p.properties;
+  let properties = props;
+  if (props !== undefined && props.topicAlias !== undefined) {
+    // The alias is this connection's; it is not forwarded [MQTT-3.3.2-?].
+    properties = { ...props };
+    delete properties.topicAlias;
+  }
+  const expiry = props?.messageExpiryInterval;
+  const msg = new Message(
+    topic,
+    p.payload,
+    p.qos,
+    p.retain,
+    properties,
+    now,
+    expiry === undefined ? 0 : now + expiry * 1000,
+    client.clientId,
+  );
+  engine.usage.count(client.tenantId, 'TotalInboundBytesPerSecond', p.payload.length, engine.wheel.now);
+  if (p.retain) engine.retainMessage(client, msg);
+  const matched = engine.publish(client.tenantId, msg);
+  if (p.qos === 1) {
+    conn.sendAck(4, p.packetId, matched === 0 && conn.v5 ? RC_NO_MATCHING_SUBSCRIBERS : 0);
+  } else if (p.qos === 2) {
+    conn.session!.inboundQoS2.add(p.packetId);
+    conn.sendAck(5, p.packetId, matched === 0 && conn.v5 ? RC_NO_MATCHING_SUBSCRIBERS : 0);
+  }
+}
+
+/** v5 PUBACK/PUBREC 0x10: accepted, but nobody subscribes. */
+const RC_NO_MATCHING_SUBSCRIBERS = 0x10;

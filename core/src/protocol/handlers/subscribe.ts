@@ -1,0 +1,166 @@
+import type { ISubackPacket, ISubscribePacket } from 'mqtt-packet';
+import type { QoS, SubscriptionRecord } from '@bifro/spi';
+import type { MqttConnection } from '../connection';
+import { checkSubscription } from '../../dist/topic';
+import type { Message } from '../../session/message';
+import { RC } from '../reason-codes';
+
+/** v3.1.1 SUBACK failure [MQTT-3.9.3-?]. */
+const V3_FAILURE = 0x80;
+
+interface Granted {
+  readonly record: SubscriptionRecord;
+  readonly isNew: boolean;
+  readonly shared: boolean;
+}
+
+/**
+ * SUBSCRIBE: validate each filter, check availability (wildcards, shared, subscription ids),
+ * limits and permission, add to the tenant's index (same filter replaces [MQTT-3.8.4-3]), answer
+ * SUBACK with one code per filter in order [MQTT-3.8.4-6], then send matching retained messages
+ * per Retain Handling [MQTT-3.3.1-9], never to shared subscriptions [MQTT-4.8.2-?].
+ */
+export function handleSubscribe(conn: MqttConnection, packet: ISubscribePacket): void {
+  const engine = conn.engine;
+  const client = conn.client!;
+  const tenantId = client.tenantId;
+  const subs = packet.subscriptions;
+  // A SUBSCRIBE with no filter is a protocol error [MQTT-3.8.3-3].
+  if (subs.length === 0) {
+    conn.protocolError(RC.ProtocolError, 'SUBSCRIBE without topic filters', 'protocolViolation');
+    return;
+  }
+  const subscriptionId = packet.properties?.subscriptionIdentifier;
+  if (subscriptionId === 0) {
+    conn.protocolError(RC.ProtocolError, 'subscription identifier 0', 'protocolViolation');
+    return;
+  }
+  for (const s of subs) {
+    // No Local on a shared subscription is a protocol error [MQTT-3.8.3-4].
+    if (s.nl === true && (s.topic.startsWith('$share/') || s.topic.startsWith('$oshare/'))) {
+      conn.protocolError(RC.ProtocolError, 'no local on a shared subscription', 'protocolViolation');
+      return;
+    }
+  }
+  const tooMany = subs.length > engine.setting(tenantId, 'MaxTopicFiltersPerSub');
+  if (tooMany) engine.emit('tooLargeSubscription', client, { filters: subs.length });
+
+  const codes: number[] = new Array<number>(subs.length);
+  const checks: (Promise<boolean> | boolean)[] = [];
+  const maxQoS = engine.setting(tenantId, 'MaximumQoS');
+  const limits = engine.topicLimits(tenantId);
+  for (let i = 0; i < subs.length; i++) {
+    const s = subs[i]!;
+    const fail = (v5code: number): void => {
+      codes[i] = conn.v5 ? v5code : V3_FAILURE;
+      checks.push(false);
+    };
+    if (tooMany) {
+      fail(RC.QuotaExceeded);
+      continue;
+    }
+    const check = checkSubscription(s.topic, limits);
+    if (!check.ok) {
+      engine.emit('invalidTopicFilter', client, { filter: s.topic, reason: check.reason });
+      fail(RC.TopicFilterInvalid);
+      continue;
+    }
+    const shared = check.parsed.shareKind !== 'none';
+    if (shared && !engine.setting(tenantId, 'SharedSubscriptionEnabled')) {
+      fail(RC.SharedSubscriptionsNotSupported);
+      continue;
+    }
+    if (/[+#]/.test(check.parsed.topicFilter) && !engine.setting(tenantId, 'WildcardSubscriptionEnabled')) {
+      fail(RC.WildcardSubscriptionsNotSupported);
+      continue;
+    }
+    if (subscriptionId !== undefined && !engine.setting(tenantId, 'SubscriptionIdentifierEnabled')) {
+      fail(RC.SubscriptionIdentifiersNotSupported);
+      continue;
+    }
+    // Granted QoS: the requested one, capped by the tenant's Maximum QoS [MQTT-3.8.4-8].
+    codes[i] = Math.min(s.qos, maxQoS);
+    checks.push(engine.acl.check(client, { type: 'subscribe', filter: s.topic, qos: s.qos }));
+  }
+  if (checks.some((c) => c instanceof Promise)) {
+    conn.hold(Promise.all(checks).then((allowed) => finish(conn, packet, codes, allowed, subscriptionId)));
+  } else {
+    finish(conn, packet, codes, checks as boolean[], subscriptionId);
+  }
+}
+
+function finish(
+  conn: MqttConnection,
+  packet: ISubscribePacket,
+  codes: number[],
+  allowed: readonly boolean[],
+  subscriptionId: number | undefined,
+): void {
+  if (conn.state === 'closed') return;
+  const engine = conn.engine;
+  const client = conn.client!;
+  const session = conn.session!;
+  const tenantId = client.tenantId;
+  const tenant = engine.dist.tenant(tenantId);
+  const maxFilters = engine.setting(tenantId, 'MaxTopicFiltersPerInbox');
+  const maxGroupMembers = engine.setting(tenantId, 'MaxSharedGroupMembers');
+  const granted: Granted[] = [];
+  packet.subscriptions.forEach((s, i) => {
+    if (codes[i]! >= 0x80) return;
+    if (!allowed[i]) {
+      engine.emit('subActionDisallow', client, { filter: s.topic });
+      codes[i] = conn.v5 ? RC.NotAuthorized : V3_FAILURE;
+      return;
+    }
+    const isNew = !session.subscriptions.has(s.topic);
+    if (isNew && session.subscriptions.size >= maxFilters) {
+      codes[i] = conn.v5 ? RC.QuotaExceeded : V3_FAILURE;
+      return;
+    }
+    const record: SubscriptionRecord = {
+      filter: s.topic,
+      qos: codes[i] as QoS,
+      noLocal: s.nl === true,
+      retainAsPublished: s.rap === true,
+      retainHandling: (s.rh ?? 0) as 0 | 1 | 2,
+      subscriptionId,
+    };
+    const result = tenant.subscribe(
+      { subscriber: session, clientId: client.clientId, filter: s.topic, options: record },
+      { maxGroupMembers },
+    );
+    if (result.rejected !== undefined) {
+      codes[i] = conn.v5 ? (result.rejected === 'group-full' ? RC.QuotaExceeded : RC.TopicFilterInvalid) : V3_FAILURE;
+      return;
+    }
+    session.subscriptions.set(s.topic, record);
+    granted.push({ record, isNew, shared: s.topic.startsWith('$share/') || s.topic.startsWith('$oshare/') });
+  });
+  const suback: ISubackPacket = { cmd: 'suback', messageId: packet.messageId, granted: codes };
+  if (conn.v5) suback.reasonCode = 0;
+  conn.send(suback);
+  engine.emit('subAcked', client, () => ({ filters: packet.subscriptions.map((s) => s.topic).join(',') }));
+  for (const g of granted) sendRetained(conn, g);
+}
+
+function sendRetained(conn: MqttConnection, g: Granted): void {
+  const r = g.record;
+  // Retain Handling 2: never; 1: only for a new subscription [MQTT-3.3.1-10..11 (v5)]; shared: never.
+  if (g.shared || r.retainHandling === 2 || (r.retainHandling === 1 && !g.isNew)) return;
+  const engine = conn.engine;
+  const client = conn.client!;
+  const limit = engine.setting(client.tenantId, 'RetainMessageMatchLimit');
+  engine.retain.match(client.tenantId, r.filter, limit).then(
+    (messages: Message[]) => {
+      const session = conn.session;
+      if (session === undefined || messages.length === 0) return;
+      engine.emit('retainMsgMatched', client, { filter: r.filter, count: messages.length });
+      const ids = r.subscriptionId === undefined ? undefined : [r.subscriptionId];
+      for (const msg of messages) {
+        // Retained messages sent on subscribe carry RETAIN 1 [MQTT-3.3.1-8].
+        session.deliver({ msg, qos: (r.qos < msg.qos ? r.qos : msg.qos) as QoS, retain: true, subscriptionIds: ids });
+      }
+    },
+    (err: unknown) => engine.logger.error({ filter: r.filter, err: String(err) }, 'retained match failed'),
+  );
+}

@@ -1,0 +1,47 @@
+import type { IUnsubackPacket, IUnsubscribePacket } from 'mqtt-packet';
+import type { MqttConnection } from '../connection';
+import { RC } from '../reason-codes';
+
+/** v5 UNSUBACK: no subscription existed. */
+const NO_SUBSCRIPTION_EXISTED = 0x11;
+
+/**
+ * UNSUBSCRIBE: remove each filter (compared character by character [MQTT-3.10.4-1]) and answer
+ * UNSUBACK with the same packet id [MQTT-3.10.4-4]; v5 carries one reason code per filter.
+ */
+export function handleUnsubscribe(conn: MqttConnection, packet: IUnsubscribePacket): void {
+  const engine = conn.engine;
+  const client = conn.client!;
+  const filters = packet.unsubscriptions;
+  if (filters.length === 0) {
+    // An UNSUBSCRIBE with no filter is a protocol error [MQTT-3.10.3-2].
+    conn.protocolError(RC.ProtocolError, 'UNSUBSCRIBE without topic filters', 'protocolViolation');
+    return;
+  }
+  if (filters.length > engine.setting(client.tenantId, 'MaxTopicFiltersPerSub'))
+    engine.emit('tooLargeUnsubscription', client, { filters: filters.length });
+  const checks = filters.map((filter) => engine.acl.check(client, { type: 'unsubscribe', filter }));
+  if (checks.some((c) => c instanceof Promise)) conn.hold(Promise.all(checks).then((allowed) => finish(conn, packet, allowed)));
+  else finish(conn, packet, checks as boolean[]);
+}
+
+function finish(conn: MqttConnection, packet: IUnsubscribePacket, allowed: readonly boolean[]): void {
+  if (conn.state === 'closed') return;
+  const engine = conn.engine;
+  const client = conn.client!;
+  const session = conn.session!;
+  const tenant = engine.dist.peek(client.tenantId);
+  const codes = packet.unsubscriptions.map((filter, i) => {
+    if (!allowed[i]) {
+      engine.emit('unsubActionDisallow', client, { filter });
+      return RC.NotAuthorized;
+    }
+    const existed = session.subscriptions.delete(filter);
+    tenant?.unsubscribe(client.clientId, filter);
+    return existed ? 0 : NO_SUBSCRIPTION_EXISTED;
+  });
+  engine.dist.dropIfEmpty(client.tenantId);
+  const unsuback: IUnsubackPacket = { cmd: 'unsuback', messageId: packet.messageId!, granted: conn.v5 ? codes : [] };
+  conn.send(unsuback);
+  engine.emit('unsubAcked', client, {});
+}
