@@ -31,8 +31,6 @@ export interface ConnectionOrigin {
 
 type ConnectionState = 'awaiting-connect' | 'authenticating' | 'connected' | 'closed';
 
-/** Bytes buffered for the socket beyond which QoS 0 deliveries are dropped and queues wait. */
-const WRITE_HIGH_WATER = 1 << 20;
 /** Largest packet before CONNECT tells us the tenant's limit. */
 const PRE_CONNECT_MAX_PACKET = 1 << 20;
 
@@ -87,6 +85,8 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   private parser: mqtt.Parser | undefined;
   private readonly connectDeadline: number;
   private corked = false;
+  /** Since when the socket has been over its write high-water mark (0: it is not). */
+  private stalledSince = 0;
   /** A handler that awaits a plugin holds further frames until it is done, keeping packet order. */
   private held: Buffer[] | undefined;
 
@@ -130,7 +130,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   }
 
   onOversize(size: number): void {
-    // A packet over our Maximum Packet Size: DISCONNECT 0x95 [MQTT-3.2.2-?].
+    // A packet over our Maximum Packet Size: DISCONNECT 0x95 (§3.2.2).
     this.protocolError(RC.PacketTooLarge, `packet of ${size} bytes exceeds the maximum`, 'oversizePacketDropped');
   }
 
@@ -195,7 +195,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       this.parseWithLibrary(frame);
       return;
     }
-    // While authenticating only AUTH (v5) may arrive [MQTT-3.1.0-2], [MQTT-4.12.0-?].
+    // While authenticating only AUTH (v5) may arrive [MQTT-3.1.0-2], (§4.12.0).
     if (type === 15 && this.v5) {
       this.parseWithLibrary(frame);
       return;
@@ -315,8 +315,27 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.write(mqtt.generate(packet, { protocolVersion: this.protocolVersion }));
   }
 
+  /**
+   * Whether the socket takes more now. Over the high-water mark QoS 0 deliveries are dropped and
+   * QoS 1/2 wait in the session queue (bounded by SessionInboxSize); a subscriber that stays over
+   * it for slowConsumerTimeoutMs is disconnected, so one slow reader never holds memory for long.
+   */
   writable(): boolean {
-    return this.state === 'connected' && this.socket.writableLength < WRITE_HIGH_WATER;
+    if (this.state !== 'connected') return false;
+    const mqtt = this.engine.config.mqtt;
+    if (this.socket.writableLength < mqtt.writeHighWaterBytes) {
+      this.stalledSince = 0;
+      return true;
+    }
+    const now = this.engine.wheel.now;
+    if (this.stalledSince === 0) {
+      this.stalledSince = now;
+      this.engine.emit('subscriberStalled', this.client, { buffered: this.socket.writableLength });
+    } else if (now - this.stalledSince > mqtt.slowConsumerTimeoutMs) {
+      // Not from inside the delivery loop that asked.
+      setImmediate(() => this.destroy());
+    }
+    return false;
   }
 
   sendPublish(d: Delivery, packetId: number, dup: boolean): boolean {

@@ -19,7 +19,7 @@ import { describeError } from '../errors';
 const GROUP_OF = new Map<EventType, BrokerEvent['group']>();
 for (const [group, types] of Object.entries(EVENT_TYPES)) for (const t of types) GROUP_OF.set(t, group as BrokerEvent['group']);
 
-/** Session Expiry Interval meaning "never" [MQTT-3.1.2-?]. */
+/** Session Expiry Interval meaning "never" (§3.1.2). */
 export const NEVER_EXPIRES = 0xffffffff;
 
 /** The key of a session: the same client id in two tenants is two sessions. */

@@ -49,6 +49,8 @@ export interface RawConfig {
   readonly mqtt?: {
     readonly connectTimeoutMs?: number;
     readonly maxClientIdLength?: number;
+    readonly writeHighWaterBytes?: number;
+    readonly slowConsumerTimeoutMs?: number;
   } | null;
   readonly log?: {
     readonly level?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -165,11 +167,13 @@ export const CONFIG_SCHEMA = {
     },
     mqtt: {
       type: ['object', 'null'],
-      expected: 'a map {connectTimeoutMs, maxClientIdLength}',
+      expected: 'a map {connectTimeoutMs, maxClientIdLength, writeHighWaterBytes, slowConsumerTimeoutMs}',
       additionalProperties: false,
       properties: {
         connectTimeoutMs: milliseconds(100, 3600000),
         maxClientIdLength: { type: 'integer', minimum: 1, maximum: 65535, expected: 'integer 1..65535' },
+        writeHighWaterBytes: { type: 'integer', minimum: 16384, maximum: 1073741824, expected: 'integer 16384..1073741824' },
+        slowConsumerTimeoutMs: milliseconds(1000, 3600000),
       },
     },
     log: {

@@ -531,6 +531,8 @@ function build(raw: RawConfig, ctx: BuildContext): BrokerConfig {
     mqtt: {
       connectTimeoutMs: raw.mqtt?.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
       maxClientIdLength: raw.mqtt?.maxClientIdLength ?? DEFAULT_MAX_CLIENT_ID_LENGTH,
+      writeHighWaterBytes: raw.mqtt?.writeHighWaterBytes ?? 1048576,
+      slowConsumerTimeoutMs: raw.mqtt?.slowConsumerTimeoutMs ?? 30000,
     },
     log: pretty === undefined ? { level } : { level, pretty },
   };

@@ -56,7 +56,7 @@ export class Session implements WheelEntry {
   wheelSlot = -1;
   link: SessionLink | undefined;
   readonly subscriptions = new Map<string, SubscriptionRecord>();
-  /** Inbound QoS 2 packet ids: PUBREC sent, PUBREL not yet received [MQTT-4.3.3-?]. */
+  /** Inbound QoS 2 packet ids: PUBREC sent, PUBREL not yet received (§4.3.3). */
   readonly inboundQoS2 = new Set<number>();
   will: SessionWill | undefined;
   /** When the pending will fires (ms since epoch), 0 = none pending. */
@@ -112,7 +112,7 @@ export class Session implements WheelEntry {
       this.enqueue(d);
       return;
     }
-    if (link !== undefined && this.queueHead === this.queue.length && this.inflight.size < link.receiveMaximum) {
+    if (link !== undefined && this.queueHead === this.queue.length && this.inflight.size < link.receiveMaximum && link.writable()) {
       this.send(link, d);
       return;
     }
@@ -134,7 +134,7 @@ export class Session implements WheelEntry {
     const entry = this.inflight.get(packetId);
     if (entry === undefined || entry.delivery.qos !== 2) return false;
     if (failed) {
-      // A PUBREC with a reason code ≥ 0x80 ends the flow [MQTT-4.3.3-?]: no PUBREL.
+      // A PUBREC with a reason code ≥ 0x80 ends the flow (§4.3.3): no PUBREL.
       this.inflight.delete(packetId);
       this.drain();
       return true;

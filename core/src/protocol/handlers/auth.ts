@@ -9,7 +9,7 @@ const REAUTHENTICATE = 0x19;
 /**
  * AUTH (v5 enhanced authentication): the next step of an exchange started by CONNECT, or a
  * re-authentication of a connected client (0x19) with the method it connected with
- * [MQTT-4.12.1-1]. Anything else is a protocol error [MQTT-4.12.0-?].
+ * [MQTT-4.12.1-1]. Anything else is a protocol error (§4.12.0).
  */
 export function handleAuth(conn: MqttConnection, packet: IAuthPacket): void {
   const engine = conn.engine;

@@ -43,7 +43,7 @@ function pairsToObject(pairs: UserProperties): Record<string, string[]> {
   return out;
 }
 
-/** Refuse a CONNECT with CONNACK and close [MQTT-3.2.2-?]: v5 code, or the v3 return code. */
+/** Refuse a CONNECT with CONNACK and close (§3.2.2): v5 code, or the v3 return code. */
 export function refuse(conn: MqttConnection, codeV5: number, codeV3: number, reasonString?: string, serverReference?: string): void {
   if (conn.state === 'closed') return;
   const packet: IConnackPacket = { cmd: 'connack', sessionPresent: false };
@@ -105,7 +105,7 @@ export function handleConnect(conn: MqttConnection, packet: IConnectPacket): voi
   const props = packet.properties;
   const engine = conn.engine;
   if (conn.v5 && props !== undefined) {
-    // Receive Maximum and Maximum Packet Size of 0 are protocol errors [MQTT-3.1.2-?].
+    // Receive Maximum and Maximum Packet Size of 0 are protocol errors (§3.1.2).
     if (props.receiveMaximum === 0 || props.maximumPacketSize === 0) {
       engine.emit('protocolError', undefined, { remoteAddress: conn.origin.remoteAddress, reason: 'zero receive maximum or packet size' });
       refuse(conn, RC.ProtocolError, RC3.ServerUnavailable);
@@ -269,7 +269,7 @@ async function finishConnect(
     return;
   }
 
-  // Session: take over a live connection [MQTT-3.1.4-3], end or resume the stored session [MQTT-3.1.2-4..5].
+  // Session: take over a live connection [MQTT-3.1.4-3], end or resume the stored session [MQTT-3.1.2-4], [MQTT-3.1.2-5].
   const key = sessionKey(tenantId, clientId);
   const live = engine.sessions.get(key)?.link;
   if (live !== undefined && live !== conn) {

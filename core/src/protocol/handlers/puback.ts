@@ -1,6 +1,6 @@
 import type { MqttConnection } from '../connection';
 
-/** PUBACK: a QoS 1 delivery is done; the window opens for the next [MQTT-4.3.2-?]. Unknown ids are ignored. */
+/** PUBACK: a QoS 1 delivery is done; the window opens for the next (§4.3.2). Unknown ids are ignored. */
 export function handlePuback(conn: MqttConnection, packetId: number): void {
   conn.session?.complete(packetId);
 }

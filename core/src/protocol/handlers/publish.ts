@@ -9,8 +9,8 @@ import { RC } from '../reason-codes';
 /**
  * PUBLISH from a client: resolve a topic alias, validate, check rate, size, QoS, retain and
  * permission, then distribute, retain and acknowledge: QoS 1 PUBACK after distribution
- * [MQTT-4.3.2-?]; QoS 2 delivered once on the first PUBLISH, PUBREC for it and for any duplicate
- * until PUBREL [MQTT-4.3.3-?].
+ * (§4.3.2); QoS 2 delivered once on the first PUBLISH, PUBREC for it and for any duplicate
+ * until PUBREL (§4.3.3).
  */
 export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
   const client = conn.client!;
@@ -18,7 +18,7 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
   const engine = conn.engine;
   const tenantId = client.tenantId;
 
-  // Topic alias (v5) [MQTT-3.3.2-?]: 0 and values above our maximum are invalid.
+  // Topic alias (v5) (§3.3.2): 0 and values above our maximum are invalid.
   let topic = p.topic;
   const alias = p.properties?.topicAlias;
   if (alias !== undefined) {
@@ -114,7 +114,7 @@ function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed:
   const props = p.properties;
   let properties = props;
   if (props !== undefined && props.topicAlias !== undefined) {
-    // The alias is this connection's; it is not forwarded [MQTT-3.3.2-?].
+    // The alias is this connection's; it is not forwarded (§3.3.2).
     properties = { ...props };
     delete properties.topicAlias;
   }

@@ -3,7 +3,7 @@ import { RC } from '../reason-codes';
 
 /**
  * PUBREL: release an inbound QoS 2 packet id and answer PUBCOMP [MQTT-4.3.3-11]. The message was
- * delivered on PUBLISH, once; an unknown id still gets PUBCOMP (v5: 0x92) [MQTT-4.3.3-?].
+ * delivered on PUBLISH, once; an unknown id still gets PUBCOMP (v5: 0x92) (§4.3.3).
  */
 export function handlePubrel(conn: MqttConnection, packetId: number): void {
   const known = conn.session?.inboundQoS2.delete(packetId) ?? false;

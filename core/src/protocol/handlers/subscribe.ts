@@ -5,7 +5,7 @@ import { checkSubscription } from '../../dist/topic';
 import type { Message } from '../../session/message';
 import { RC } from '../reason-codes';
 
-/** v3.1.1 SUBACK failure [MQTT-3.9.3-?]. */
+/** v3.1.1 SUBACK failure (§3.9.3). */
 const V3_FAILURE = 0x80;
 
 interface Granted {
@@ -18,7 +18,7 @@ interface Granted {
  * SUBSCRIBE: validate each filter, check availability (wildcards, shared, subscription ids),
  * limits and permission, add to the tenant's index (same filter replaces [MQTT-3.8.4-3]), answer
  * SUBACK with one code per filter in order [MQTT-3.8.4-6], then send matching retained messages
- * per Retain Handling [MQTT-3.3.1-9], never to shared subscriptions [MQTT-4.8.2-?].
+ * per Retain Handling [MQTT-3.3.1-9], never to shared subscriptions (§4.8.2).
  */
 export function handleSubscribe(conn: MqttConnection, packet: ISubscribePacket): void {
   const engine = conn.engine;
