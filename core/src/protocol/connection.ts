@@ -37,6 +37,9 @@ const PRE_CONNECT_MAX_PACKET = 1 << 20;
 /** Fixed header flags each packet type must carry [MQTT-2.2.2-1], [MQTT-2.2.2-2] (PUBLISH checked by its decoder). */
 const REQUIRED_FLAGS = [-1, 0, 0, -1, 0, 0, 2, 0, 2, 0, 2, 0, 0, 0, 0, 0];
 
+/** U+FFFD encoded as UTF-8. */
+const REPLACEMENT_CHAR = Buffer.from([0xef, 0xbf, 0xbd]);
+
 function uncork(conn: MqttConnection): void {
   conn.flush();
 }
@@ -85,6 +88,8 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   private parser: mqtt.Parser | undefined;
   private readonly connectDeadline: number;
   private corked = false;
+  /** The frame mqtt-packet is parsing (its handlers run synchronously inside parse). */
+  private currentFrame: Buffer | undefined;
   /** Since when the socket has been over its write high-water mark (0: it is not). */
   private stalledSince = 0;
   /** A handler that awaits a plugin holds further frames until it is done, keeping packet order. */
@@ -203,6 +208,18 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.protocolError(RC.ProtocolError, 'packet before CONNACK', 'protocolViolation');
   }
 
+  /**
+   * mqtt-packet decodes ill-formed UTF-8 into U+FFFD instead of refusing it. A U+FFFD in a
+   * decoded string whose packet does not carry its encoding (EF BF BD) therefore came from
+   * ill-formed bytes: a malformed packet [MQTT-1.5.4-1].
+   */
+  private illFormed(...strings: (string | undefined)[]): boolean {
+    for (const s of strings) {
+      if (s !== undefined && s.includes('\uFFFD') && this.currentFrame?.includes(REPLACEMENT_CHAR) !== true) return true;
+    }
+    return false;
+  }
+
   private parseWithLibrary(frame: Buffer): void {
     let parser = this.parser;
     if (parser === undefined) {
@@ -211,11 +228,25 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       parser.on('error', (err: Error) => this.protocolError(RC.MalformedPacket, err.message, 'badPacket'));
       this.parser = parser;
     }
+    this.currentFrame = frame;
     parser.parse(frame);
+    this.currentFrame = undefined;
   }
 
   private onPacket(packet: Packet): void {
     if (this.state === 'closed') return;
+    const ill =
+      packet.cmd === 'subscribe'
+        ? this.illFormed(...packet.subscriptions.map((s) => s.topic))
+        : packet.cmd === 'unsubscribe'
+          ? this.illFormed(...packet.unsubscriptions)
+          : packet.cmd === 'connect'
+            ? this.illFormed(packet.clientId, packet.username, packet.will?.topic)
+            : false;
+    if (ill) {
+      this.protocolError(RC.MalformedPacket, 'ill-formed UTF-8 string', 'badPacket');
+      return;
+    }
     switch (packet.cmd) {
       case 'connect':
         this.state = 'authenticating';

@@ -255,7 +255,7 @@ export class Engine implements SessionHost {
     return { maxSize: this.settings.get(tenantId, 'SessionInboxSize'), dropOldest: this.settings.get(tenantId, 'QoS0DropOldest') };
   }
 
-  dropped(session: Session, delivery: Delivery, reason: 'queue-full' | 'expired' | 'too-large' | 'slow-consumer'): void {
+  dropped(session: Session, delivery: Delivery, reason: 'queue-full' | 'expired' | 'too-large'): void {
     const type = delivery.qos === 0 ? 'qos0Dropped' : delivery.qos === 1 ? 'qos1Dropped' : 'qos2Dropped';
     this.emit(type, session.client, () => ({ topic: delivery.msg.topic, reason }));
     if (reason === 'queue-full') this.emit('inboxOverflowed', session.client, () => ({ topic: delivery.msg.topic }));

@@ -34,7 +34,7 @@ export interface SessionHost {
   /** Most queued deliveries and what to drop when full, for this session's tenant (SessionInboxSize, QoS0DropOldest). */
   queueLimit(tenantId: string): { readonly maxSize: number; readonly dropOldest: boolean };
   /** A delivery was dropped (queue full, expired, too large). */
-  dropped(session: Session, delivery: Delivery, reason: 'queue-full' | 'expired' | 'too-large' | 'slow-consumer'): void;
+  dropped(session: Session, delivery: Delivery, reason: 'queue-full' | 'expired' | 'too-large'): void;
   /** A QoS 1/2 delivery completed (PUBACK / PUBCOMP received). */
   confirmed(session: Session, delivery: Delivery): void;
   /** Timer wheel callback of a disconnected session (will delay, expiry); returns the next deadline or 0. */
@@ -103,13 +103,10 @@ export class Session implements WheelEntry {
   deliver(d: Delivery): void {
     const link = this.link;
     if (d.qos === 0) {
-      if (link !== undefined) {
-        // QoS 0 to a connected client: never queued behind a full socket; dropped instead.
-        if (link.writable()) link.sendPublish(d, 0, false);
-        else this.host.dropped(this, d, 'slow-consumer');
-        return;
-      }
-      this.enqueue(d);
+      // QoS 0 goes straight out while the socket keeps up; behind a full socket it waits in the
+      // bounded queue (SessionInboxSize, drop policy QoS0DropOldest) like QoS 1/2.
+      if (link !== undefined && this.queueHead === this.queue.length && link.writable()) link.sendPublish(d, 0, false);
+      else this.enqueue(d);
       return;
     }
     if (link !== undefined && this.queueHead === this.queue.length && this.inflight.size < link.receiveMaximum && link.writable()) {
