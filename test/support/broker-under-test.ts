@@ -38,7 +38,10 @@ async function startMosquitto(): Promise<BrokerUnderTest> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'bifro-mosq-'));
   const port = await freePort();
   const conf = path.join(dir, 'mosquitto.conf');
-  writeFileSync(conf, [`listener ${port} 127.0.0.1`, 'allow_anonymous true', 'persistence false', 'max_queued_messages 100000', ''].join('\n'));
+  writeFileSync(
+    conf,
+    [`listener ${port} 127.0.0.1`, 'allow_anonymous true', 'persistence false', 'max_queued_messages 100000', ''].join('\n'),
+  );
   const child = spawn('mosquitto', ['-c', conf], { stdio: 'ignore' });
   const deadline = Date.now() + 5000;
   for (;;) {

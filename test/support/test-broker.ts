@@ -3,26 +3,37 @@ import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { loadConfig } from '../../core/src/runtime/config';
-import { startBroker, type RunningBroker } from '../../core/src/runtime/broker';
+import { startBroker, type ListenerAddress, type RunningBroker } from '../../core/src/runtime/broker';
 
 export const REPO = path.resolve(__dirname, '..', '..');
 export const FIXTURE_PLUGINS = path.join(REPO, 'test', 'fixtures', 'plugins');
 
 export interface TestBroker {
   readonly broker: RunningBroker;
-  /** Port of the first listener. */
+  /** Port of the first listener (the tcp one). */
   readonly port: number;
+  /** Every bound listener, in configuration order: the tcp one first, then `opts.listeners`. */
+  readonly listeners: readonly ListenerAddress[];
   readonly dir: string;
   /** Log lines written so far (JSON objects). */
   readonly logs: Record<string, unknown>[];
   stop(): Promise<void>;
 }
 
+export interface TestBrokerOptions {
+  readonly pluginsDir?: string;
+  /**
+   * More listeners after the tcp one, each a YAML flow mapping, e.g.
+   * `{ name: tls, type: tls, host: 127.0.0.1, port: 0, tls: { cert: "/tmp/x.crt", key: "/tmp/x.key" } }`.
+   */
+  readonly listeners?: readonly string[];
+}
+
 /**
  * Start a real broker in this process on 127.0.0.1 with an ephemeral port. `yaml` is appended
- * to a config that sets the listener, data dir and plugins dir (the fixture plugins by default).
+ * to a config that sets the listeners, data dir and plugins dir (the fixture plugins by default).
  */
-export async function startTestBroker(yaml = '', opts: { pluginsDir?: string } = {}): Promise<TestBroker> {
+export async function startTestBroker(yaml = '', opts: TestBrokerOptions = {}): Promise<TestBroker> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'bifro-e2e-'));
   const file = path.join(dir, 'bifro.yml');
   writeFileSync(
@@ -32,6 +43,7 @@ export async function startTestBroker(yaml = '', opts: { pluginsDir?: string } =
       `pluginsDir: ${JSON.stringify(opts.pluginsDir ?? FIXTURE_PLUGINS)}`,
       'listeners:',
       '  - { name: tcp, type: tcp, host: 127.0.0.1, port: 0 }',
+      ...(opts.listeners ?? []).map((l) => `  - ${l}`),
       yaml,
     ].join('\n'),
   );
@@ -49,6 +61,7 @@ export async function startTestBroker(yaml = '', opts: { pluginsDir?: string } =
   return {
     broker,
     port: broker.listeners[0]!.port,
+    listeners: broker.listeners,
     dir,
     logs,
     async stop() {

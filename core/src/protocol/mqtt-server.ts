@@ -24,7 +24,7 @@ export class MqttServer {
   async listen(): Promise<readonly BoundListener[]> {
     try {
       for (const listener of this.config.listeners) {
-        this.bound.push(await bindListener(listener, (socket, origin) => this.accept(socket, origin)));
+        this.bound.push(await bindListener(listener, (socket, origin) => this.accept(socket, origin), { logger: this.logger }));
       }
     } catch (err) {
       await this.close();
