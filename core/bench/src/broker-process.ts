@@ -1,0 +1,239 @@
+/**
+ * The brokers compared, each started as a child process on its own free 127.0.0.1 port, and
+ * stopped by the pid of that child only. Every child started here is remembered until it exits,
+ * so `stopAllBrokers()` (or `killAllBrokersNow()` at exit) can clean up after an interruption.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { BenchClient } from './bench-client';
+import { encodeConnect } from './packets';
+
+export const BROKER_NAMES = ['bifro', 'aedes', 'mosquitto'] as const;
+export type BrokerName = (typeof BROKER_NAMES)[number];
+
+export function isBrokerName(name: string): name is BrokerName {
+  return (BROKER_NAMES as readonly string[]).includes(name);
+}
+
+export interface BrokerProcess {
+  readonly name: BrokerName;
+  readonly host: string;
+  readonly port: number;
+  readonly pid: number;
+  /** SIGTERM, then SIGKILL after 5 s; removes the temporary folder. */
+  stop(): Promise<void>;
+}
+
+export interface LaunchOptions {
+  /** The repository root (holds core/dist and plugins/). */
+  readonly repoRoot: string;
+  /** CPU list for `taskset -c`, or null to leave the broker unpinned. */
+  readonly cpus: string | null;
+  /** Time allowed until the broker answers CONNECT. */
+  readonly readyTimeoutMs?: number;
+}
+
+const HOST = '127.0.0.1';
+const live = new Map<number, { child: ChildProcess; dir: string }>();
+const tempDirs = new Set<string>();
+let shuttingDown = false;
+
+/** True once stopAllBrokers() was called: no broker is started any more. */
+export function isShuttingDown(): boolean {
+  return shuttingDown;
+}
+
+function removeDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+  tempDirs.delete(dir);
+}
+
+/** An executable found on PATH (or at an absolute path), or null. */
+export function findExecutable(name: string, extra: readonly string[] = []): string | null {
+  const dirs = [...extra, ...(process.env.PATH ?? '').split(path.delimiter).filter((d) => d !== '')];
+  for (const dir of dirs) {
+    const file = path.join(dir, name);
+    try {
+      accessSync(file, constants.X_OK);
+      return file;
+    } catch {
+      // not here
+    }
+  }
+  return null;
+}
+
+export function findMosquitto(): string | null {
+  return findExecutable('mosquitto', ['/usr/sbin', '/usr/local/sbin']);
+}
+
+export function findTaskset(): string | null {
+  return findExecutable('taskset');
+}
+
+/** Pins this process (the generator) to a CPU list; returns false when taskset failed. */
+export function pinSelf(cpus: string): boolean {
+  const taskset = findTaskset();
+  if (taskset === null) return false;
+  return spawnSync(taskset, ['-cp', cpus, String(process.pid)], { stdio: 'ignore' }).status === 0;
+}
+
+/** A port free on 127.0.0.1 right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, HOST, () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** The command line of each broker, writing whatever configuration it needs into `dir`. */
+function commandLine(name: BrokerName, port: number, dir: string, repoRoot: string): string[] {
+  switch (name) {
+    case 'bifro': {
+      const config = path.join(dir, 'bifro.yml');
+      writeFileSync(
+        config,
+        [
+          `pluginsDir: ${JSON.stringify(path.join(repoRoot, 'plugins'))}`,
+          'listeners:',
+          '  - name: tcp',
+          '    type: tcp',
+          `    host: ${HOST}`,
+          `    port: ${port}`,
+          'log:',
+          '  level: warn',
+          '',
+        ].join('\n'),
+      );
+      const main = path.join(repoRoot, 'core', 'dist', 'cli', 'main.js');
+      return [process.execPath, main, 'start', '--config', config, '--port', String(port), '--data-dir', path.join(dir, 'data')];
+    }
+    case 'aedes':
+      return [process.execPath, path.join(repoRoot, 'core', 'bench', 'aedes-server.mjs'), '--port', String(port)];
+    case 'mosquitto': {
+      const bin = findMosquitto();
+      if (bin === null) throw new Error('mosquitto not found (looked in /usr/sbin and on PATH)');
+      const config = path.join(dir, 'mosquitto.conf');
+      writeFileSync(
+        config,
+        [
+          `listener ${port} ${HOST}`,
+          'allow_anonymous true',
+          'persistence false',
+          'max_queued_messages 1000000',
+          'max_inflight_messages 0',
+          'set_tcp_nodelay true',
+          'log_dest stderr',
+          'log_type error',
+          'log_type warning',
+          '',
+        ].join('\n'),
+      );
+      return [bin, '-c', config];
+    }
+  }
+}
+
+/** Starts one broker and resolves once it answers CONNECT with CONNACK. */
+export async function launchBroker(name: BrokerName, opts: LaunchOptions): Promise<BrokerProcess> {
+  if (shuttingDown) throw new Error('interrupted');
+  const dir = mkdtempSync(path.join(os.tmpdir(), `bifro-bench-${name}-`));
+  tempDirs.add(dir);
+  let child: ChildProcess | null = null;
+  try {
+    const port = await freePort();
+    const argv = commandLine(name, port, dir, opts.repoRoot);
+    const taskset = opts.cpus === null ? null : findTaskset();
+    const [cmd, ...args] = taskset === null ? argv : [taskset, '-c', opts.cpus!, ...argv];
+    const spawned = spawn(cmd!, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir });
+    child = spawned;
+    let output = '';
+    const keep = (chunk: Buffer): void => {
+      output = (output + chunk.toString('utf8')).slice(-4000);
+    };
+    spawned.stdout!.on('data', keep);
+    spawned.stderr!.on('data', keep);
+    let exited: string | null = null;
+    spawned.once('exit', (code, signal) => {
+      exited = signal === null ? `exit code ${code}` : `signal ${signal}`;
+    });
+    const spawnError = new Promise<never>((_resolve, reject) =>
+      spawned.once('error', (err) => reject(new Error(`cannot start ${name}: ${err.message}`))),
+    );
+    spawnError.catch(() => undefined);
+    if (spawned.pid === undefined) await spawnError;
+    const pid = spawned.pid!;
+    live.set(pid, { child: spawned, dir });
+
+    const deadline = Date.now() + (opts.readyTimeoutMs ?? 20000);
+    for (;;) {
+      if (shuttingDown) throw new Error('interrupted');
+      if (exited !== null) throw new Error(`${name} exited during start (${exited}): ${lastLines(output)}`);
+      try {
+        const probe = await BenchClient.open({ host: HOST, port }, 'bench-probe', encodeConnect('bench-probe'), 1000);
+        probe.close();
+        break;
+      } catch (err) {
+        if (Date.now() > deadline)
+          throw new Error(`${name} did not answer CONNECT within ${opts.readyTimeoutMs ?? 20000} ms: ${(err as Error).message}`);
+      }
+      await sleep(100);
+    }
+    return { name, host: HOST, port, pid, stop: () => stopChild(pid) };
+  } catch (err) {
+    if (child?.pid !== undefined) await stopChild(child.pid);
+    removeDir(dir);
+    throw err;
+  }
+}
+
+/** The first line that mentions an error, else the last non-empty lines of the output. */
+function lastLines(output: string): string {
+  const lines = output
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
+  if (lines.length === 0) return '(no output)';
+  const error = lines.find((l) => /error/i.test(l));
+  return error ?? lines.slice(-3).join(' | ');
+}
+
+/** Stops one child started here, by its pid. */
+async function stopChild(pid: number): Promise<void> {
+  const entry = live.get(pid);
+  if (entry === undefined) return;
+  const { child, dir } = entry;
+  if (child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill('SIGTERM');
+    const killTimer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(killTimer);
+  }
+  live.delete(pid);
+  removeDir(dir);
+}
+
+/** Stops every broker started here that is still running, and refuses to start new ones. */
+export async function stopAllBrokers(): Promise<void> {
+  shuttingDown = true;
+  await Promise.all([...live.keys()].map((pid) => stopChild(pid)));
+}
+
+/** Synchronous last resort (process 'exit'): SIGKILL every child started here, remove its folder. */
+export function killAllBrokersNow(): void {
+  for (const [pid, { child, dir }] of live) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    live.delete(pid);
+    removeDir(dir);
+  }
+  for (const dir of tempDirs) removeDir(dir);
+}
