@@ -83,7 +83,7 @@ export const SETTINGS = {
     1,
     65535,
     'connect',
-    'v5 Receive Maximum the broker offers: unacknowledged inbound QoS 1/2 PUBLISH per connection.',
+    'v5 Receive Maximum the broker offers: unacknowledged inbound QoS 2 PUBLISH per connection (QoS 1 is acknowledged at once); more → DISCONNECT 0x93.',
   ),
   InBoundBandWidth: int(
     0,
@@ -99,7 +99,7 @@ export const SETTINGS = {
     'live',
     'Outbound bytes per second per connection; 0 = unlimited. Excess is queued, then dropped by the queue policy.',
   ),
-  MaxLastWillBytes: int(65536, 0, 268435455, 'connect', 'Largest will payload in bytes (CONNACK 0x95 / v3 close when exceeded).'),
+  MaxLastWillBytes: int(65536, 0, 268435455, 'connect', 'Largest will payload in bytes (CONNACK 0x95 / v3 0x03 when exceeded).'),
   MaxUserPayloadBytes: int(
     4194304,
     0,
@@ -122,7 +122,13 @@ export const SETTINGS = {
     'How often an unacknowledged QoS 1/2 message is resent to a connected client before it is given up.',
   ),
   ResendTimeoutSeconds: int(10, 1, 3600, 'live', 'Seconds to wait for an acknowledgement before a resend.'),
-  MaxTopicFiltersPerSub: int(100, 1, 65535, 'live', 'Most topic filters in one SUBSCRIBE or UNSUBSCRIBE packet.'),
+  MaxTopicFiltersPerSub: int(
+    100,
+    1,
+    65535,
+    'live',
+    'Most topic filters in one SUBSCRIBE packet (each filter gets 0x97 / v3 0x80 when exceeded); larger UNSUBSCRIBE packets are reported (tooLargeUnsubscription) but served.',
+  ),
   MaxGroupFanout: int(1000, 1, I32, 'live', 'Most shared subscription groups one message is delivered to.'),
   MaxPersistentFanout: int(100000, 1, I32, 'live', 'Most offline persistent sessions one message is queued for.'),
   MaxPersistentFanoutBytes: int(
@@ -147,8 +153,18 @@ export const SETTINGS = {
     'connect',
     'Keep alive floor: a smaller (non-zero) keep alive is raised to this (v5 Server Keep Alive).',
   ),
-  SessionInboxSize: int(10000, 1, I32, 'live', 'Most messages queued for one offline persistent session.'),
-  QoS0DropOldest: bool(false, 'live', 'When an inbox is full, drop its oldest message (true) or the new one (false).'),
+  SessionInboxSize: int(
+    10000,
+    1,
+    I32,
+    'live',
+    'Most deliveries queued for one session: while its client is offline, or connected but not reading fast enough.',
+  ),
+  QoS0DropOldest: bool(
+    false,
+    'live',
+    'When a session queue is full, drop its oldest queued message, whatever its QoS (true), or the new one (false).',
+  ),
   RetainMessageMatchLimit: int(10000, 0, I32, 'live', 'Most retained messages delivered for one subscription.'),
 } as const;
 

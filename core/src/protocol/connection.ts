@@ -347,8 +347,8 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   }
 
   /**
-   * Whether the socket takes more now. Over the high-water mark QoS 0 deliveries are dropped and
-   * QoS 1/2 wait in the session queue (bounded by SessionInboxSize); a subscriber that stays over
+   * Whether the socket takes more now. Over the high-water mark deliveries wait in the session
+   * queue (bounded by SessionInboxSize, QoS0DropOldest decides what goes); a subscriber that stays over
    * it for slowConsumerTimeoutMs is disconnected, so one slow reader never holds memory for long.
    */
   writable(): boolean {
@@ -376,13 +376,14 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     if (this.v5 && (d.subscriptionIds !== undefined || expiry !== undefined || this.topicAliasMaximumOut > 0)) {
       let topicAlias: number | undefined;
       let omitTopic = false;
+      let newAlias = false;
       if (this.topicAliasMaximumOut > 0) {
         const aliases = (this.aliasesOut ??= new Map());
         topicAlias = aliases.get(msg.topic);
         if (topicAlias !== undefined) omitTopic = true;
         else if (aliases.size < this.topicAliasMaximumOut) {
           topicAlias = aliases.size + 1;
-          aliases.set(msg.topic, topicAlias);
+          newAlias = true;
         }
       }
       buf = encodePublish(msg, {
@@ -396,6 +397,8 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
         topicAlias,
         omitTopic,
       }).buf;
+      // The alias is known to the client only once a PUBLISH carrying it was sent.
+      if (newAlias && buf.length <= this.maxPacketSizeOut) this.aliasesOut!.set(msg.topic, topicAlias!);
     } else {
       const template = msg.encoded(this.v5, d.qos, d.retain);
       buf = d.qos === 0 ? template.buf : patchPacketId(template.buf, template.packetIdOffset, packetId, dup);

@@ -126,7 +126,8 @@ export class Engine implements SessionHost {
       }
       const qos = (m.qos < msg.qos ? m.qos : msg.qos) as QoS;
       // Live deliveries carry RETAIN 0 unless Retain As Published [MQTT-3.3.1-12], [MQTT-3.3.1-13].
-      m.subscriber.deliver({ msg, qos, retain: m.retainAsPublished && msg.retain, subscriptionIds: m.subscriptionIds });
+      const ids = m.subscriptionIds.length === 0 ? undefined : m.subscriptionIds;
+      m.subscriber.deliver({ msg, qos, retain: m.retainAsPublished && msg.retain, subscriptionIds: ids });
       count++;
     }
     const maxGroups = match.groups.length === 0 ? 0 : this.settings.get(tenantId, 'MaxGroupFanout');

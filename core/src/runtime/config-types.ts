@@ -56,7 +56,7 @@ export interface MqttConfig {
   readonly connectTimeoutMs: number;
   /** Longest client identifier accepted (bytes). */
   readonly maxClientIdLength: number;
-  /** Bytes queued on a socket beyond which QoS 0 deliveries to it are dropped and QoS 1/2 wait in the session queue. */
+  /** Bytes queued on a socket beyond which deliveries to it wait in the session queue (bounded by SessionInboxSize). */
   readonly writeHighWaterBytes: number;
   /** A subscriber whose socket stays over the high-water mark this long is disconnected. */
   readonly slowConsumerTimeoutMs: number;

@@ -26,7 +26,7 @@ export class Message implements EncodableMessage {
     readonly publishedAt: number,
     /** When it expires (ms since epoch), 0 = never. */
     readonly expiresAt: number,
-    /** Client id of the publisher ('' for wills published after the session ended and admin publishes). */
+    /** Client id of the publisher (for No Local; a will keeps its client's id). */
     readonly publisherClientId: string,
   ) {}
 

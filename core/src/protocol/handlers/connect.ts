@@ -285,9 +285,8 @@ async function finishConnect(
   }
   const maxExpiry = engine.setting(tenantId, 'MaxSessionExpirySeconds');
   const minExpiry = engine.setting(tenantId, 'MinSessionExpirySeconds');
-  let requested = conn.v5 ? (packet.properties?.sessionExpiryInterval ?? 0) : cleanStart ? 0 : NEVER_EXPIRES;
-  if (forceTransient) requested = 0;
-  const expiry = requested === 0 ? 0 : Math.min(Math.max(requested, minExpiry), maxExpiry);
+  const requested = conn.v5 ? (packet.properties?.sessionExpiryInterval ?? 0) : cleanStart ? 0 : NEVER_EXPIRES;
+  const expiry = requested === 0 || forceTransient ? 0 : Math.min(Math.max(requested, minExpiry), maxExpiry);
 
   engine.usage.add(tenantId, 'TotalConnections', 1);
   engine.usage.count(tenantId, 'TotalConnectPerSecond', 1, engine.wheel.now);

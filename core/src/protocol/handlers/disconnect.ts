@@ -15,7 +15,15 @@ export function handleDisconnect(conn: MqttConnection, packet: IDisconnectPacket
       conn.protocolError(RC.ProtocolError, 'session expiry changed from 0 at DISCONNECT', 'protocolViolation');
       return;
     }
-    session.expirySeconds = Math.min(expiry, conn.engine.setting(session.tenantId, 'MaxSessionExpirySeconds'));
+    const engine = conn.engine;
+    const tenantId = session.tenantId;
+    session.expirySeconds =
+      expiry === 0
+        ? 0
+        : Math.min(
+            Math.max(expiry, engine.setting(tenantId, 'MinSessionExpirySeconds')),
+            engine.setting(tenantId, 'MaxSessionExpirySeconds'),
+          );
   }
   conn.normalDisconnect = !(conn.v5 && packet.reasonCode === 0x04);
   conn.end();

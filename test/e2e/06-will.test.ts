@@ -1,0 +1,157 @@
+import type { IConnectPacket } from 'mqtt-packet';
+import { startBrokerUnderTest, type BrokerUnderTest } from '../support/broker-under-test';
+import { sleep, uniqueName, waitUntil, withClients, type ProtocolVersion } from '../support/mqtt-helpers';
+
+/**
+ * Area 06, Will messages: when a will is published (abnormal close, keep alive expiry, v5
+ * DISCONNECT 0x04) and when not (normal DISCONNECT), its retain flag and QoS, and the v5 Will
+ * Delay Interval against reconnects and session expiry. Standard MQTT only: runs against the
+ * broker under test (Bifro, or mosquitto with BIFRO_E2E_TARGET=mosquitto).
+ */
+
+jest.setTimeout(15000);
+
+const VERSIONS: ProtocolVersion[] = [4, 5];
+
+function will(
+  topic: string,
+  payload: string,
+  extra: Partial<NonNullable<IConnectPacket['will']>> = {},
+): NonNullable<IConnectPacket['will']> {
+  return { topic, payload: Buffer.from(payload), qos: 1, retain: false, ...extra };
+}
+
+describe('06 will', () => {
+  let broker: BrokerUnderTest;
+  const clients = withClients(() => broker.port);
+
+  beforeAll(async () => {
+    broker = await startBrokerUnderTest();
+  });
+  afterAll(() => broker?.stop());
+
+  /** An MQTT.js watcher subscribed to the will topic at `qos`. */
+  function watch(topic: string, qos: 0 | 1 | 2 = 1, protocolVersion: ProtocolVersion = 5) {
+    return clients.subscriber(topic, { qos }, { protocolVersion, clientId: uniqueName('will-watch') });
+  }
+
+  describe.each(VERSIONS)('v%s', (protocolVersion) => {
+    it('publishes the will when the network connection closes without DISCONNECT [MQTT-3.1.2-8]', async () => {
+      const topic = uniqueName(`will-abrupt-v${protocolVersion}`);
+      const watcher = await watch(topic);
+      const s = await clients.raw({ protocolVersion, clientId: uniqueName('abrupt'), will: will(topic, 'gone') });
+      s.raw.destroy();
+      const [m] = await watcher.messages.waitFor(1);
+      expect([m?.topic, m?.payload.toString(), m?.packet.qos, m?.packet.retain]).toEqual([topic, 'gone', 1, false]);
+    });
+
+    it('publishes the will when the keep alive expires [MQTT-3.1.2-8][MQTT-3.1.2-24]', async () => {
+      const topic = uniqueName(`will-keepalive-v${protocolVersion}`);
+      const watcher = await watch(topic);
+      const s = await clients.raw({ protocolVersion, clientId: uniqueName('silent'), keepalive: 1, will: will(topic, 'timed out') });
+      // The spec bound is 1.5 × keep alive; mosquitto's coarse keep alive check takes up to ~6 s here.
+      expect(await s.raw.waitClosed(9000)).toBe(true);
+      expect((await watcher.messages.waitFor(1)).map((m) => m.payload.toString())).toEqual(['timed out']);
+    });
+
+    it('does not publish the will after a normal DISCONNECT [MQTT-3.1.2-10]', async () => {
+      const topic = uniqueName(`will-normal-v${protocolVersion}`);
+      const watcher = await watch(topic);
+      const s = await clients.raw({ protocolVersion, clientId: uniqueName('polite'), will: will(topic, 'must not appear') });
+      s.send(protocolVersion === 5 ? { cmd: 'disconnect', reasonCode: 0 } : { cmd: 'disconnect' });
+      expect(await s.raw.waitClosed()).toBe(true);
+      expect(await watcher.messages.settle(500)).toEqual([]);
+    });
+
+    it('publishes a will with the retain flag as a retained message [MQTT-3.1.2-17]', async () => {
+      const topic = uniqueName(`will-retain-v${protocolVersion}`);
+      const s = await clients.raw({ protocolVersion, clientId: uniqueName('retainer'), will: will(topic, 'last words', { retain: true }) });
+      s.raw.destroy();
+      // Subscribe after the fact: the will must be there as the topic's retained message.
+      let got: { payload: string; retain: boolean } | undefined;
+      const deadline = Date.now() + 3000;
+      while (got === undefined && Date.now() < deadline) {
+        const late = await watch(topic, 1, protocolVersion);
+        const [m] = await late.messages.waitFor(1, 300);
+        if (m) got = { payload: m.payload.toString(), retain: m.packet.retain };
+        late.client.end(true);
+      }
+      expect(got).toEqual({ payload: 'last words', retain: true });
+    });
+
+    it('publishes the will at its QoS, downgraded to each subscription’s QoS [MQTT-3.1.2-14][MQTT-3.8.4-8]', async () => {
+      const topic = uniqueName(`will-qos-v${protocolVersion}`);
+      const w2 = await watch(topic, 2);
+      const w1 = await watch(topic, 1);
+      const s = await clients.raw({ protocolVersion, clientId: uniqueName('qos2will'), will: will(topic, 'q2', { qos: 2 }) });
+      s.raw.destroy();
+      expect((await w2.messages.waitFor(1)).map((m) => m.packet.qos)).toEqual([2]);
+      expect((await w1.messages.waitFor(1)).map((m) => m.packet.qos)).toEqual([1]);
+    });
+  });
+
+  it('v5: DISCONNECT with reason 0x04 (Disconnect with Will Message) publishes the will [MQTT-3.1.2-8][MQTT-3.14.2-1] (v5)', async () => {
+    const topic = uniqueName('will-rc04');
+    const watcher = await watch(topic);
+    const s = await clients.raw({ protocolVersion: 5, clientId: uniqueName('rc04'), will: will(topic, 'asked for it') });
+    s.send({ cmd: 'disconnect', reasonCode: 0x04 });
+    expect(await s.raw.waitClosed()).toBe(true);
+    expect((await watcher.messages.waitFor(1)).map((m) => m.payload.toString())).toEqual(['asked for it']);
+  });
+
+  it('v5: Will Delay Interval 2 s: the will is published about 2 s after the connection is lost [MQTT-3.1.3-9] (v5)', async () => {
+    const topic = uniqueName('will-delay');
+    const watcher = await watch(topic);
+    const s = await clients.raw({
+      protocolVersion: 5,
+      clientId: uniqueName('delayed'),
+      properties: { sessionExpiryInterval: 60 },
+      will: will(topic, 'later', { properties: { willDelayInterval: 2 } }),
+    });
+    const lost = Date.now();
+    s.raw.destroy();
+    await sleep(800);
+    expect(watcher.messages.messages).toEqual([]);
+    expect(await waitUntil(() => watcher.messages.messages.length > 0, 5000)).toBe(true);
+    const elapsed = Date.now() - lost;
+    // Brokers with whole-second clocks (mosquitto) may fire up to ~1 s early; never at once.
+    expect(elapsed).toBeGreaterThanOrEqual(1000);
+    expect(elapsed).toBeLessThan(4500);
+    expect(watcher.messages.payloads()).toEqual(['later']);
+  });
+
+  it('v5: reconnecting within the Will Delay Interval cancels the will [MQTT-3.1.3-9] (v5)', async () => {
+    const topic = uniqueName('will-cancel');
+    const clientId = uniqueName('comeback');
+    const watcher = await watch(topic);
+    const connect = {
+      protocolVersion: 5 as const,
+      clientId,
+      clean: false,
+      properties: { sessionExpiryInterval: 60 },
+      will: will(topic, 'must not appear', { properties: { willDelayInterval: 2 } }),
+    };
+    const s = await clients.raw(connect);
+    s.raw.destroy();
+    await sleep(500);
+    const back = await clients.raw(connect);
+    expect(back.connack.sessionPresent).toBe(true);
+    expect(await watcher.messages.settle(3000)).toEqual([]);
+  });
+
+  it('v5: a will delay longer than the session expiry fires when the session ends [MQTT-3.1.3-9] (v5)', async () => {
+    const topic = uniqueName('will-session-end');
+    const watcher = await watch(topic);
+    const s = await clients.raw({
+      protocolVersion: 5,
+      clientId: uniqueName('short-session'),
+      properties: { sessionExpiryInterval: 1 },
+      will: will(topic, 'session over', { properties: { willDelayInterval: 30 } }),
+    });
+    const lost = Date.now();
+    s.raw.destroy();
+    expect(await waitUntil(() => watcher.messages.messages.length > 0, 6000)).toBe(true);
+    expect(Date.now() - lost).toBeLessThan(3500);
+    expect(watcher.messages.payloads()).toEqual(['session over']);
+  });
+});
