@@ -3,7 +3,19 @@ const js = require('@eslint/js');
 const tseslint = require('typescript-eslint');
 
 module.exports = tseslint.config(
-  { ignores: ['spi/dist/**', 'core/dist/**', 'core/bench/dist/**', 'plugins/*/dist/**', 'archetype/dist/**', '**/node_modules/**', 'coverage/**', 'test/fixtures/**', 'archetype/templates/**'] },
+  {
+    ignores: [
+      'spi/dist/**',
+      'core/dist/**',
+      'core/bench/dist/**',
+      'plugins/*/dist/**',
+      'archetype/dist/**',
+      '**/node_modules/**',
+      'coverage/**',
+      'test/fixtures/**',
+      'archetype/templates/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

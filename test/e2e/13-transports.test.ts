@@ -245,6 +245,23 @@ describe.each(transports)('13 transports: $name', (transport) => {
     expect(r.error?.code).toBe(code);
   });
 
+  it.each([0, 1, 2] as const)('publishes and receives at QoS %s, in order, with a retained message on subscribe (v5)', async (qos) => {
+    const topic = `t13/${transport.listener}/q${qos}`;
+    const sub = await transport.connect({ protocolVersion: 5, clientId: `${transport.listener}-sub-${qos}` });
+    const pub = await transport.connect({ protocolVersion: 5, clientId: `${transport.listener}-pub-${qos}` });
+    expect(sub.error ?? pub.error).toBeUndefined();
+    await pub.client.publishAsync(`${topic}/kept`, 'retained', { qos, retain: true });
+    const received: { topic: string; payload: string; retain: boolean; qos: number }[] = [];
+    sub.client.on('message', (t, payload, packet) => received.push({ topic: t, payload: payload.toString(), retain: packet.retain, qos: packet.qos }));
+    await sub.client.subscribeAsync(`${topic}/#`, { qos });
+    for (let i = 0; i < 50; i++) await pub.client.publishAsync(`${topic}/live`, `m${i}`, { qos });
+    const deadline = Date.now() + 5000;
+    while (received.length < 51 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(received[0]).toEqual({ topic: `${topic}/kept`, payload: 'retained', retain: true, qos });
+    expect(received.slice(1).map((m) => m.payload)).toEqual(Array.from({ length: 50 }, (_, i) => `m${i}`));
+    expect(received.slice(1).every((m) => !m.retain && m.qos === qos)).toBe(true);
+  });
+
   it('answers PINGREQ with PINGRESP on a raw stream', async () => {
     const stream = await transport.raw();
     streams.push(stream);
