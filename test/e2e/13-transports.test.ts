@@ -252,7 +252,9 @@ describe.each(transports)('13 transports: $name', (transport) => {
     expect(sub.error ?? pub.error).toBeUndefined();
     await pub.client.publishAsync(`${topic}/kept`, 'retained', { qos, retain: true });
     const received: { topic: string; payload: string; retain: boolean; qos: number }[] = [];
-    sub.client.on('message', (t, payload, packet) => received.push({ topic: t, payload: payload.toString(), retain: packet.retain, qos: packet.qos }));
+    sub.client.on('message', (t, payload, packet) =>
+      received.push({ topic: t, payload: payload.toString(), retain: packet.retain, qos: packet.qos }),
+    );
     await sub.client.subscribeAsync(`${topic}/#`, { qos });
     for (let i = 0; i < 50; i++) await pub.client.publishAsync(`${topic}/live`, `m${i}`, { qos });
     const deadline = Date.now() + 5000;
