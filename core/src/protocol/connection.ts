@@ -37,6 +37,14 @@ const PRE_CONNECT_MAX_PACKET = 1 << 20;
 /** Fixed header flags each packet type must carry [MQTT-2.2.2-1], [MQTT-2.2.2-2] (PUBLISH checked by its decoder). */
 const REQUIRED_FLAGS = [-1, 0, 0, -1, 0, 0, 2, 0, 2, 0, 2, 0, 0, 0, 0, 0];
 
+/** A PUBACK/PUBREC waiting for its storage writes. */
+interface PendingAck {
+  readonly type: 4 | 5;
+  readonly packetId: number;
+  readonly reasonCode: number;
+  state: 'waiting' | 'ready' | 'failed';
+}
+
 /** U+FFFD encoded as UTF-8. */
 const REPLACEMENT_CHAR = Buffer.from([0xef, 0xbf, 0xbd]);
 
@@ -88,6 +96,8 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   private parser: mqtt.Parser | undefined;
   private readonly connectDeadline: number;
   private corked = false;
+  /** Acknowledgements waiting for storage writes, in PUBLISH order. */
+  private ackQueue: PendingAck[] | undefined;
   /** The frame mqtt-packet is parsing (its handlers run synchronously inside parse). */
   private currentFrame: Buffer | undefined;
   /** Since when the socket has been over its write high-water mark (0: it is not). */
@@ -417,6 +427,48 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.write(encodeAck(type, packetId, reasonCode, this.v5));
   }
 
+  /**
+   * Acknowledge a PUBLISH once `wait` (its storage writes) resolves, keeping acknowledgements in
+   * the order the PUBLISH packets came [MQTT-4.6.0-2], [MQTT-4.6.0-3]. A failed write is not
+   * acknowledged as a success: v5 gets 0x80, a v3 client is disconnected (it will resend).
+   */
+  ackAfter(type: 4 | 5, packetId: number, reasonCode: number, wait: Promise<unknown> | undefined): void {
+    const queue = this.ackQueue;
+    if (wait === undefined && (queue === undefined || queue.length === 0)) {
+      this.sendAck(type, packetId, reasonCode);
+      return;
+    }
+    const entry: PendingAck = { type, packetId, reasonCode, state: wait === undefined ? 'ready' : 'waiting' };
+    (this.ackQueue ??= []).push(entry);
+    wait?.then(
+      () => {
+        entry.state = 'ready';
+        this.flushAcks();
+      },
+      () => {
+        entry.state = 'failed';
+        this.flushAcks();
+      },
+    );
+  }
+
+  private flushAcks(): void {
+    const queue = this.ackQueue;
+    if (queue === undefined) return;
+    while (queue.length > 0 && queue[0]!.state !== 'waiting') {
+      const entry = queue.shift()!;
+      if (this.state === 'closed') continue;
+      if (entry.state === 'ready') {
+        this.sendAck(entry.type, entry.packetId, entry.reasonCode);
+      } else if (this.v5) {
+        if (entry.type === 5) this.session?.inboundQoS2.delete(entry.packetId);
+        this.sendAck(entry.type, entry.packetId, RC.UnspecifiedError);
+      } else {
+        this.disconnect(RC.UnspecifiedError, 'storage write failed');
+      }
+    }
+  }
+
   // ---- closing ----
 
   /**
@@ -426,15 +478,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   protocolError(
     reasonCode: number,
     why: string,
-    event:
-      | 'badPacket'
-      | 'protocolViolation'
-      | 'oversizePacketDropped'
-      | 'malformedTopic'
-      | 'invalidTopic'
-      | 'receiveLimitExceeded'
-      | 'exceedPubRate'
-      | 'noPubPermission',
+    event: 'badPacket' | 'protocolViolation' | 'oversizePacketDropped' | 'invalidTopic' | 'receiveLimitExceeded' | 'exceedPubRate',
   ): void {
     if (this.state === 'closed') return;
     this.engine.logger.debug({ clientId: this.client?.clientId, remote: this.origin.remoteAddress, reasonCode, why }, 'closing connection');

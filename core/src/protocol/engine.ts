@@ -1,6 +1,6 @@
 import { inject, injectable } from 'tsyringe';
-import type { BrokerEvent, ClientInfo, EventDetailValue, EventType, QoS, SettingName, SettingValue } from '@bifro/spi';
-import { EVENT_TYPES } from '@bifro/spi';
+import type { BrokerEvent, ClientInfo, EventDetailValue, EventType, QoS, SessionRecord, SettingName, SettingValue } from '@bifro/spi';
+import { EVENT_TYPES, sessionListKey } from '@bifro/spi';
 import type { BrokerConfig } from '../runtime/config-types';
 import type { Logger } from '../runtime/logger';
 import { RUNTIME_TOKENS } from '../runtime/tokens';
@@ -12,6 +12,7 @@ import type { TopicLimits } from '../dist/topic';
 import { RetainService } from '../retain/retain-service';
 import { Message } from '../session/message';
 import { Session, type Delivery, type SessionHost } from '../session/session';
+import { SessionPersistence, willFromRecord } from '../session/session-persistence';
 import type { TimerWheel } from '../session/timer-wheel';
 import type { TenantUsage } from '../tenancy/tenant-usage';
 import { describeError } from '../errors';
@@ -37,6 +38,7 @@ export class Engine implements SessionHost {
   readonly sessions = new Map<string, Session>();
   readonly dist = new Dist<Session>();
   readonly retain: RetainService;
+  readonly persistence: SessionPersistence;
   readonly auth: PluginHost['auth'];
   readonly acl: PluginHost['acl'];
   readonly balancer: PluginHost['balancer'];
@@ -62,6 +64,7 @@ export class Engine implements SessionHost {
     this.settings = host.settings;
     this.throttler = host.throttler;
     this.retain = new RetainService(host.storage);
+    this.persistence = new SessionPersistence(host.storage);
     this.unwatchSettings = this.settings.onChange((tenantId) => {
       if (tenantId === undefined) this.limitsCache.clear();
       else this.limitsCache.delete(tenantId);
@@ -110,7 +113,7 @@ export class Engine implements SessionHost {
    * overlapping subscriptions at the highest QoS with all subscription ids [MQTT-3.3.4-2],
    * [MQTT-3.3.4-3]; one member per shared group. Returns how many deliveries were made.
    */
-  publish(tenantId: string, msg: Message): number {
+  publish(tenantId: string, msg: Message, waits?: Promise<void>[]): number {
     const tenant = this.dist.peek(tenantId);
     if (tenant === undefined) return 0;
     const match = tenant.match(msg.topic);
@@ -127,7 +130,8 @@ export class Engine implements SessionHost {
       const qos = (m.qos < msg.qos ? m.qos : msg.qos) as QoS;
       // Live deliveries carry RETAIN 0 unless Retain As Published [MQTT-3.3.1-12], [MQTT-3.3.1-13].
       const ids = m.subscriptionIds.length === 0 ? undefined : m.subscriptionIds;
-      m.subscriber.deliver({ msg, qos, retain: m.retainAsPublished && msg.retain, subscriptionIds: ids });
+      const written = m.subscriber.deliver({ msg, qos, retain: m.retainAsPublished && msg.retain, subscriptionIds: ids });
+      if (written !== undefined) waits?.push(written);
       count++;
     }
     const maxGroups = match.groups.length === 0 ? 0 : this.settings.get(tenantId, 'MaxGroupFanout');
@@ -137,19 +141,21 @@ export class Engine implements SessionHost {
       const o = member.options;
       const qos = (o.qos < msg.qos ? o.qos : msg.qos) as QoS;
       const ids = o.subscriptionId === undefined ? undefined : [o.subscriptionId];
-      member.subscriber.deliver({ msg, qos, retain: o.retainAsPublished && msg.retain, subscriptionIds: ids });
+      const written = member.subscriber.deliver({ msg, qos, retain: o.retainAsPublished && msg.retain, subscriptionIds: ids });
+      if (written !== undefined) waits?.push(written);
       count++;
     }
     return count;
   }
 
-  /** Store or clear a retained message; failures are logged and reported, the live delivery is unaffected. */
-  retainMessage(client: ClientInfo, msg: Message): void {
-    this.retain.apply(client.tenantId, msg).then(
+  /** Store or clear a retained message; failures are logged and reported, the live delivery is unaffected. Resolves when stored. */
+  retainMessage(client: ClientInfo, msg: Message): Promise<void> {
+    return this.retain.apply(client.tenantId, msg).then(
       (what) => this.emit(what === 'retained' ? 'msgRetained' : 'retainMsgCleared', client, { topic: msg.topic, size: msg.payload.length }),
       (err: unknown) => {
         this.logger.error({ tenantId: client.tenantId, topic: msg.topic, err: describeError(err) }, 'retained message not stored');
         this.emit('msgRetainedError', client, { topic: msg.topic, error: describeError(err) });
+        throw err;
       },
     );
   }
@@ -179,6 +185,8 @@ export class Engine implements SessionHost {
     session.detach();
     if (!publishWill) session.will = undefined;
     const now = Date.now();
+    session.disconnectedAt = now;
+    if (session.stored && session.expirySeconds > 0) this.saveSession(session, now).catch(() => undefined);
     if (session.will !== undefined) {
       const delay = Math.min(session.will.delaySeconds, session.expirySeconds);
       if (delay === 0) this.fireWill(session);
@@ -212,6 +220,10 @@ export class Engine implements SessionHost {
     }
     session.subscriptions.clear();
     session.clearState();
+    if (session.stored) {
+      session.stored = false;
+      this.persistence.deleteSession(session).catch((err: unknown) => this.storageFailed(session, 'session delete', err));
+    }
     this.emit('sessionStopped', session.client, {});
   }
 
@@ -236,7 +248,7 @@ export class Engine implements SessionHost {
       w.publisherClientId,
     );
     try {
-      if (msg.retain) this.retainMessage(session.client, msg);
+      if (msg.retain) this.retainMessage(session.client, msg).catch(() => undefined);
       this.publish(session.tenantId, msg);
       this.emit('willDistributed', session.client, { topic: msg.topic });
     } catch (err) {
@@ -264,10 +276,82 @@ export class Engine implements SessionHost {
       this.emit('oversizePacketDropped', session.client, () => ({ topic: delivery.msg.topic, size: delivery.msg.payload.length }));
   }
 
-  confirmed(session: Session, delivery: Delivery): void {
-    if (!this.events.wants(delivery.qos === 1 ? 'qos1Confirmed' : 'qos2Confirmed')) return;
+  confirmed(session: Session, delivery: Delivery | undefined, qos: QoS): void {
+    const type = qos === 1 ? 'qos1Confirmed' : 'qos2Confirmed';
+    if (!this.events.wants(type)) return;
     if (!this.settings.get(session.tenantId, 'DebugModeEnabled')) return;
-    this.emit(delivery.qos === 1 ? 'qos1Confirmed' : 'qos2Confirmed', session.client, { topic: delivery.msg.topic });
+    this.emit(type, session.client, { topic: delivery?.msg.topic });
+  }
+
+  storageFailed(session: Session, what: string, err: unknown): void {
+    this.logger.error({ tenantId: session.tenantId, clientId: session.clientId, what, err: describeError(err) }, 'session storage failed');
+    this.emit('distError', session.client, { what, error: describeError(err) });
+  }
+
+  /** Write a persistent session's record (subscriptions, will, expiry); `disconnectedAt` when it is offline. */
+  saveSession(session: Session, disconnectedAt?: number): Promise<void> {
+    session.stored = true;
+    return this.persistence.saveRecord(session, disconnectedAt).catch((err: unknown) => {
+      this.storageFailed(session, 'session save', err);
+      throw err;
+    });
+  }
+
+  /**
+   * Bring back every stored session at boot: subscriptions into the index, will and expiry
+   * deadlines from the record. A session that was connected when the broker stopped counts as
+   * disconnected abnormally now (its will is due after its delay). Wills and expiries already due
+   * are handled after every session is back, so a will reaches every restored subscriber.
+   */
+  async restore(): Promise<number> {
+    const now = Date.now();
+    const restored: Session[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const page: SessionRecord[] = await this.persistence.storage.sessions.list({ after, limit: 1000 });
+      if (page.length === 0) break;
+      for (const record of page) restored.push(this.restoreSession(record, now));
+      const last = page[page.length - 1]!;
+      after = sessionListKey(last.tenantId, last.clientId);
+      if (page.length < 1000) break;
+    }
+    for (const session of restored) {
+      const next = this.onDeadline(session, now);
+      if (next > 0) this.wheel.schedule(session, next);
+    }
+    return restored.length;
+  }
+
+  private restoreSession(r: SessionRecord, now: number): Session {
+    const client: ClientInfo = {
+      tenantId: r.tenantId,
+      userId: r.userId,
+      clientId: r.clientId,
+      protocolVersion: r.protocolVersion,
+      remoteAddress: '',
+      remotePort: 0,
+      listener: '',
+      attrs: {},
+    };
+    const session = new Session(sessionKey(r.tenantId, r.clientId), client, r.protocolVersion, r.expirySeconds, r.createdAt, this);
+    session.stored = true;
+    session.loaded = false;
+    const tenant = this.dist.tenant(r.tenantId);
+    for (const sub of r.subscriptions) {
+      session.subscriptions.set(sub.filter, sub);
+      tenant.subscribe({ subscriber: session, clientId: r.clientId, filter: sub.filter, options: sub });
+    }
+    const wasConnected = r.disconnectedAt === undefined;
+    const since = r.disconnectedAt ?? now;
+    session.disconnectedAt = since;
+    if (r.will !== undefined) {
+      session.will = willFromRecord(r.will, r.clientId);
+      session.willAt = since + Math.min(r.will.delaySeconds, r.expirySeconds) * 1000;
+    }
+    session.expireAt = r.expirySeconds === NEVER_EXPIRES ? 0 : since + r.expirySeconds * 1000;
+    this.sessions.set(session.key, session);
+    if (wasConnected) this.saveSession(session, now).catch(() => undefined);
+    return session;
   }
 
   /** Drop every session and timer (broker stop). */
@@ -280,7 +364,12 @@ export class Engine implements SessionHost {
   /** The timer wheel callback of a disconnected session: fire a due will, end an expired session. */
   onDeadline(session: Session, now: number): number {
     if (session.connected) return 0;
-    if (session.willAt !== 0 && now >= session.willAt) this.fireWill(session);
+    if (session.willAt !== 0 && now >= session.willAt) {
+      this.fireWill(session);
+      // The will is gone from the record too, so a restart does not publish it again.
+      if (session.stored && this.sessions.get(session.key) === session)
+        this.saveSession(session, session.disconnectedAt).catch(() => undefined);
+    }
     if (session.expireAt !== 0 && now >= session.expireAt) {
       this.endSession(session);
       return 0;

@@ -59,6 +59,8 @@ export async function startBroker(config: BrokerConfig, logger: Logger): Promise
   const server = container.resolve(MqttServer);
   let bound;
   try {
+    const restored = await container.resolve(Engine).restore();
+    if (restored > 0) logger.info({ sessions: restored }, `restored ${restored} persistent sessions`);
     bound = await server.listen();
   } catch (err) {
     await host.close();

@@ -1,6 +1,7 @@
-import type { ClientInfo, ProtocolVersion, QoS, SubscriptionRecord } from '@bifro/spi';
+import type { ClientInfo, InflightRecord, ProtocolVersion, QoS, SubscriptionRecord } from '@bifro/spi';
 import type { WheelEntry } from './timer-wheel';
 import type { Message } from './message';
+import { fromInboxMessage, toInboxMessage, type SessionPersistence } from './session-persistence';
 
 /** One message on its way to one session, at the QoS and RETAIN flag of that delivery. */
 export interface Delivery {
@@ -13,7 +14,8 @@ export interface Delivery {
 
 /** An outbound QoS 1/2 message waiting for the client. */
 interface Inflight {
-  readonly delivery: Delivery;
+  /** Undefined once the PUBLISH phase is over (PUBREL sent). */
+  delivery: Delivery | undefined;
   /** `publish`: awaiting PUBACK/PUBREC; `pubrel`: PUBREL sent, awaiting PUBCOMP. */
   phase: 'publish' | 'pubrel';
 }
@@ -31,14 +33,17 @@ export interface SessionLink {
 
 /** The broker services a session reports to. */
 export interface SessionHost {
+  readonly persistence: SessionPersistence;
   /** Most queued deliveries and what to drop when full, for this session's tenant (SessionInboxSize, QoS0DropOldest). */
   queueLimit(tenantId: string): { readonly maxSize: number; readonly dropOldest: boolean };
   /** A delivery was dropped (queue full, expired, too large). */
   dropped(session: Session, delivery: Delivery, reason: 'queue-full' | 'expired' | 'too-large'): void;
   /** A QoS 1/2 delivery completed (PUBACK / PUBCOMP received). */
-  confirmed(session: Session, delivery: Delivery): void;
+  confirmed(session: Session, delivery: Delivery | undefined, qos: QoS): void;
   /** Timer wheel callback of a disconnected session (will delay, expiry); returns the next deadline or 0. */
   onDeadline(session: Session, now: number): number;
+  /** A storage call of this session failed. */
+  storageFailed(session: Session, what: string, err: unknown): void;
 }
 
 /** The will of a session: published on abnormal disconnect, after its delay [MQTT-3.1.2-8], [MQTT-3.1.3-9]. */
@@ -47,10 +52,19 @@ export interface SessionWill {
   readonly delaySeconds: number;
 }
 
+/** How many inbox entries one read takes. */
+const INBOX_READ_BATCH = 256;
+
 /**
  * The state of one MQTT session, keyed by (tenantId, clientId): subscriptions, outbound QoS 1/2
- * in flight, the queue of deliveries waiting for a connection or for the client's receive window,
- * inbound QoS 2 packet ids, the will, and the expiry. It outlives its connection when persistent.
+ * in flight, deliveries waiting for a connection or for the client's receive window, inbound QoS 2
+ * packet ids, the will and the expiry.
+ *
+ * A transient session (expiry 0) keeps everything in memory. A persistent session writes through
+ * the storage SPI: its waiting deliveries live in the storage inbox (appended before the
+ * publisher is acknowledged), what is in flight in the inflight store (with the message, so a
+ * restart can resend it with the same packet id [MQTT-4.4.0-1]), and inbound QoS 2 packet ids so
+ * exactly-once survives a restart.
  */
 export class Session implements WheelEntry {
   wheelSlot = -1;
@@ -63,9 +77,20 @@ export class Session implements WheelEntry {
   willAt = 0;
   /** When the disconnected session expires (ms since epoch), 0 = not scheduled. */
   expireAt = 0;
+  /** When the client last disconnected (ms since epoch). */
+  disconnectedAt = 0;
+  /** Whether the session's record is in storage (it was persistent at some point). */
+  stored = false;
+  /** false for a session restored from storage until its inflight state is read back. */
+  loaded = true;
   private readonly inflight = new Map<number, Inflight>();
+  /** Transient sessions: deliveries waiting in memory. */
   private queue: Delivery[] = [];
   private queueHead = 0;
+  /** Persistent sessions: entries in the storage inbox not yet moved to inflight, and the last seq moved. */
+  inboxBacklog = 0;
+  private inboxCursor = 0;
+  private pumping = false;
   private nextPacketId = 1;
 
   constructor(
@@ -75,7 +100,7 @@ export class Session implements WheelEntry {
     /** Session Expiry Interval in seconds (0: ends with the connection). */
     public expirySeconds: number,
     readonly createdAt: number,
-    private readonly host: SessionHost,
+    readonly host: SessionHost,
   ) {}
 
   get tenantId(): string {
@@ -90,30 +115,57 @@ export class Session implements WheelEntry {
     return this.link !== undefined;
   }
 
+  /** Whether the session writes through storage: from the first time it was persistent until it ends. */
+  get persistent(): boolean {
+    return this.stored;
+  }
+
   /** Deliveries waiting (queued) plus in flight. */
   get backlog(): number {
-    return this.queue.length - this.queueHead + this.inflight.size;
+    return this.queue.length - this.queueHead + this.inboxBacklog + this.inflight.size;
   }
 
   onWheelTick(now: number): number {
     return this.host.onDeadline(this, now);
   }
 
-  /** Hand a delivery to the session: sent now, queued, or dropped by policy. */
-  deliver(d: Delivery): void {
+  /**
+   * Hand a delivery to the session: sent now, queued, or dropped by policy. For a persistent
+   * session a QoS 1/2 delivery returns the promise of its storage write: the publisher is
+   * acknowledged only once it resolves.
+   */
+  deliver(d: Delivery): Promise<void> | undefined {
     const link = this.link;
+    if (!this.persistent) {
+      if (
+        link !== undefined &&
+        this.queueHead === this.queue.length &&
+        (d.qos === 0 || this.inflight.size < link.receiveMaximum) &&
+        link.writable()
+      ) {
+        if (d.qos === 0) link.sendPublish(d, 0, false);
+        else this.send(link, d);
+      } else {
+        this.enqueue(d);
+      }
+      return undefined;
+    }
     if (d.qos === 0) {
-      // QoS 0 goes straight out while the socket keeps up; behind a full socket it waits in the
-      // bounded queue (SessionInboxSize, drop policy QoS0DropOldest) like QoS 1/2.
-      if (link !== undefined && this.queueHead === this.queue.length && link.writable()) link.sendPublish(d, 0, false);
-      else this.enqueue(d);
-      return;
+      // QoS 0 is not worth a disk write while the client is there: sent, or dropped behind a full socket.
+      if (link === undefined) void this.appendToInbox(d);
+      else if (link.writable()) link.sendPublish(d, 0, false);
+      else this.host.dropped(this, d, 'queue-full');
+      return undefined;
     }
-    if (link !== undefined && this.queueHead === this.queue.length && this.inflight.size < link.receiveMaximum && link.writable()) {
-      this.send(link, d);
-      return;
+    const direct = link !== undefined && this.loaded && this.inboxBacklog === 0 && !this.pumping && link.writable();
+    if (direct && this.inflight.size < link.receiveMaximum) {
+      const packetId = this.allocatePacketId();
+      this.inflight.set(packetId, { delivery: d, phase: 'publish' });
+      const written = this.host.persistence.putInflight(this, [{ packetId, phase: 'publish', message: toInboxMessage(d) }]);
+      if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
+      return written;
     }
-    this.enqueue(d);
+    return this.appendToInbox(d);
   }
 
   /** PUBACK (QoS 1) or PUBCOMP (QoS 2) for `packetId`. Returns false when no such packet is in flight. */
@@ -121,7 +173,9 @@ export class Session implements WheelEntry {
     const entry = this.inflight.get(packetId);
     if (entry === undefined) return false;
     this.inflight.delete(packetId);
-    this.host.confirmed(this, entry.delivery);
+    if (this.persistent)
+      this.host.persistence.removeInflight(this, [packetId]).catch((err: unknown) => this.host.storageFailed(this, 'inflight remove', err));
+    this.host.confirmed(this, entry.delivery, entry.phase === 'pubrel' ? 2 : (entry.delivery?.qos ?? 1));
     this.drain();
     return true;
   }
@@ -129,33 +183,29 @@ export class Session implements WheelEntry {
   /** PUBREC for `packetId`: the PUBLISH phase is over, PUBREL goes out. Returns false when unknown. */
   received(packetId: number, failed: boolean): boolean {
     const entry = this.inflight.get(packetId);
-    if (entry === undefined || entry.delivery.qos !== 2) return false;
+    if (entry === undefined || (entry.delivery !== undefined && entry.delivery.qos !== 2)) return false;
     if (failed) {
       // A PUBREC with a reason code ≥ 0x80 ends the flow (§4.3.3): no PUBREL.
-      this.inflight.delete(packetId);
-      this.drain();
-      return true;
+      return this.complete(packetId);
     }
     entry.phase = 'pubrel';
+    entry.delivery = undefined;
+    if (this.persistent)
+      this.host.persistence
+        .putInflight(this, [{ packetId, phase: 'pubrel' }])
+        .catch((err: unknown) => this.host.storageFailed(this, 'inflight pubrel', err));
     this.link?.sendPubrel(packetId);
     return true;
   }
 
-  /** Attach a connection: resend what was in flight with DUP [MQTT-4.4.0-1], then the queue. */
+  /** Attach a connection: resend what was in flight with DUP [MQTT-4.4.0-1], then what waits. */
   attach(link: SessionLink): void {
     this.link = link;
-    for (const [packetId, entry] of this.inflight) {
-      if (entry.phase === 'pubrel') {
-        link.sendPubrel(packetId);
-      } else if (entry.delivery.msg.expired(Date.now())) {
-        this.inflight.delete(packetId);
-        this.host.dropped(this, entry.delivery, 'expired');
-      } else if (!link.sendPublish(entry.delivery, packetId, true)) {
-        this.inflight.delete(packetId);
-        this.host.dropped(this, entry.delivery, 'too-large');
-      }
+    if (!this.loaded) {
+      void this.load().then(() => this.link === link && this.resend(link));
+      return;
     }
-    this.drain();
+    this.resend(link);
   }
 
   /** Detach the connection; what is in flight stays for the next one. */
@@ -163,10 +213,14 @@ export class Session implements WheelEntry {
     this.link = undefined;
   }
 
-  /** Send queued deliveries while the client's window and the socket allow. */
+  /** Send waiting deliveries while the client's window and the socket allow. */
   drain(): void {
     const link = this.link;
     if (link === undefined) return;
+    if (this.persistent) {
+      if (this.inboxBacklog > 0) void this.pump();
+      return;
+    }
     const now = Date.now();
     while (this.queueHead < this.queue.length) {
       const d = this.queue[this.queueHead]!;
@@ -194,17 +248,147 @@ export class Session implements WheelEntry {
     this.inflight.clear();
     this.queue = [];
     this.queueHead = 0;
+    this.inboxBacklog = 0;
+    this.inboxCursor = 0;
     this.inboundQoS2.clear();
+  }
+
+  /**
+   * A transient session becomes persistent (a reconnect with expiry > 0): what waits in memory
+   * moves to the inbox, what is in flight to the inflight store.
+   */
+  async persist(): Promise<void> {
+    const p = this.host.persistence;
+    const records: InflightRecord[] = [];
+    for (const [packetId, e] of this.inflight)
+      records.push(
+        e.delivery === undefined ? { packetId, phase: 'pubrel' } : { packetId, phase: 'publish', message: toInboxMessage(e.delivery) },
+      );
+    const waiting = this.queue.slice(this.queueHead);
+    this.queue = [];
+    this.queueHead = 0;
+    const { maxSize, dropOldest } = this.host.queueLimit(this.tenantId);
+    const writes: Promise<unknown>[] = [];
+    if (records.length > 0) writes.push(p.putInflight(this, records));
+    for (const d of waiting) if (d.qos > 0 || this.link === undefined) writes.push(p.append(this, d, maxSize, dropOldest));
+    for (const id of this.inboundQoS2) writes.push(p.addIncoming(this, id));
+    this.inboxBacklog += waiting.length;
+    await Promise.all(writes);
+  }
+
+  private resend(link: SessionLink): void {
+    const now = Date.now();
+    for (const [packetId, entry] of this.inflight) {
+      const d = entry.delivery;
+      if (d === undefined) {
+        link.sendPubrel(packetId);
+      } else if (d.msg.expired(now)) {
+        this.completeLocally(packetId, d, 'expired');
+      } else if (!link.sendPublish(d, packetId, true)) {
+        this.completeLocally(packetId, d, 'too-large');
+      }
+    }
+    this.drain();
+  }
+
+  /** Read back what a restored session had in flight, and its inbound QoS 2 ids. */
+  private async load(): Promise<void> {
+    const p = this.host.persistence;
+    try {
+      const [records, incoming, backlog] = await Promise.all([p.listInflight(this), p.listIncoming(this), p.count(this)]);
+      for (const r of records) {
+        this.inflight.set(r.packetId, {
+          delivery: r.phase === 'publish' && r.message !== undefined ? fromInboxMessage(r.message) : undefined,
+          phase: r.phase,
+        });
+        if (r.packetId >= this.nextPacketId) this.nextPacketId = r.packetId === 65535 ? 1 : r.packetId + 1;
+      }
+      for (const id of incoming) this.inboundQoS2.add(id);
+      this.inboxBacklog = backlog;
+      this.loaded = true;
+    } catch (err) {
+      this.host.storageFailed(this, 'session load', err);
+      this.loaded = true;
+    }
+  }
+
+  /** Append to the storage inbox; then, if the client is there, move what the window allows. */
+  private appendToInbox(d: Delivery): Promise<void> {
+    const { maxSize, dropOldest } = this.host.queueLimit(this.tenantId);
+    this.inboxBacklog++;
+    return this.host.persistence.append(this, d, maxSize, dropOldest).then((r) => {
+      if (r.appended === 0) {
+        this.inboxBacklog--;
+        this.host.dropped(this, d, 'queue-full');
+      } else if (r.dropped > 0) {
+        this.inboxBacklog -= r.dropped;
+        this.host.dropped(this, d, 'queue-full');
+      }
+      if (this.link !== undefined) void this.pump();
+    });
+  }
+
+  /**
+   * Move inbox entries into flight while the window allows. The inflight records (with their
+   * messages) and the inbox commit are issued in the same tick, so a backend that groups writes
+   * (storage-level) stores them in one batch.
+   */
+  private async pump(): Promise<void> {
+    if (this.pumping || !this.loaded) return;
+    this.pumping = true;
+    try {
+      for (;;) {
+        const link = this.link;
+        if (link === undefined || this.inboxBacklog <= 0 || !link.writable()) break;
+        const room = link.receiveMaximum - this.inflight.size;
+        if (room <= 0) break;
+        const entries = await this.host.persistence.read(this, this.inboxCursor, Math.min(room, INBOX_READ_BATCH));
+        if (entries.length === 0) {
+          this.inboxBacklog = 0;
+          break;
+        }
+        const records: InflightRecord[] = [];
+        const now = Date.now();
+        for (const e of entries) {
+          this.inboxCursor = e.seq;
+          this.inboxBacklog--;
+          const d = fromInboxMessage(e);
+          if (d.msg.expired(now)) {
+            this.host.dropped(this, d, 'expired');
+            continue;
+          }
+          const current = this.link;
+          if (d.qos === 0) {
+            current?.sendPublish(d, 0, false);
+            continue;
+          }
+          const packetId = this.allocatePacketId();
+          this.inflight.set(packetId, { delivery: d, phase: 'publish' });
+          records.push({ packetId, phase: 'publish', message: e });
+          if (current !== undefined && !current.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
+        }
+        const p = this.host.persistence;
+        await Promise.all([records.length > 0 ? p.putInflight(this, records) : undefined, p.commit(this, this.inboxCursor)]);
+      }
+    } catch (err) {
+      this.host.storageFailed(this, 'inbox pump', err);
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  /** A delivery in flight that will never be sent (too large, expired): discarded as if completed [MQTT-3.1.2-25]. */
+  private completeLocally(packetId: number, d: Delivery, reason: 'too-large' | 'expired'): void {
+    this.inflight.delete(packetId);
+    if (this.persistent)
+      this.host.persistence.removeInflight(this, [packetId]).catch((err: unknown) => this.host.storageFailed(this, 'inflight remove', err));
+    this.host.dropped(this, d, reason);
   }
 
   private send(link: SessionLink, d: Delivery): void {
     const packetId = this.allocatePacketId();
     this.inflight.set(packetId, { delivery: d, phase: 'publish' });
-    if (!link.sendPublish(d, packetId, false)) {
-      // Too large for the client: discarded as if completed [MQTT-3.1.2-25].
-      this.inflight.delete(packetId);
-      this.host.dropped(this, d, 'too-large');
-    }
+    if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
   }
 
   private enqueue(d: Delivery): void {

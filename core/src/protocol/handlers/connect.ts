@@ -263,8 +263,13 @@ async function finishConnect(
     refuse(conn, RC.NotAuthorized, RC3.NotAuthorized, 'not authorized to connect');
     return;
   }
-  if (!engine.throttler.hasResource(tenantId, 'TotalConnections') || !engine.throttler.hasResource(tenantId, 'TotalConnectPerSecond')) {
-    engine.emit('resourceExhausted', client, { resource: 'TotalConnections' });
+  const exhausted = !engine.throttler.hasResource(tenantId, 'TotalConnections')
+    ? 'TotalConnections'
+    : !engine.throttler.hasResource(tenantId, 'TotalConnectPerSecond')
+      ? 'TotalConnectPerSecond'
+      : undefined;
+  if (exhausted !== undefined) {
+    engine.emit('resourceExhausted', client, { resource: exhausted });
     refuse(conn, RC.QuotaExceeded, RC3.ServerUnavailable, 'tenant connection quota exhausted');
     return;
   }
@@ -301,6 +306,14 @@ async function finishConnect(
   }
   session.will = will;
   conn.session = session;
+  if (expiry > 0) {
+    // A persistent session is written through storage from now until it ends.
+    if (!session.stored && existing !== undefined) await session.persist();
+    session.stored = true;
+    engine.saveSession(session).catch(() => undefined);
+  } else if (session.stored) {
+    engine.saveSession(session).catch(() => undefined);
+  }
 
   let keepAlive = packet.keepalive ?? 0;
   const minKeepAlive = engine.setting(tenantId, 'MinKeepAliveSeconds');

@@ -130,14 +130,23 @@ function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed:
     client.clientId,
   );
   engine.usage.count(client.tenantId, 'TotalInboundBytesPerSecond', p.payload.length, engine.wheel.now);
-  if (p.retain) engine.retainMessage(client, msg);
-  const matched = engine.publish(client.tenantId, msg);
-  if (p.qos === 1) {
-    conn.sendAck(4, p.packetId, matched === 0 && conn.v5 ? RC_NO_MATCHING_SUBSCRIBERS : 0);
-  } else if (p.qos === 2) {
-    conn.session!.inboundQoS2.add(p.packetId);
-    conn.sendAck(5, p.packetId, matched === 0 && conn.v5 ? RC_NO_MATCHING_SUBSCRIBERS : 0);
+  if (p.qos === 0) {
+    if (p.retain) engine.retainMessage(client, msg).catch(() => undefined);
+    engine.publish(client.tenantId, msg);
+    return;
   }
+  // QoS 1/2: acknowledged once what storage must keep is written (persistent subscribers'
+  // inboxes, the retained message, our own QoS 2 packet id), in PUBLISH order.
+  const waits: Promise<void>[] = [];
+  if (p.retain) waits.push(engine.retainMessage(client, msg));
+  const matched = engine.publish(client.tenantId, msg, waits);
+  const session = conn.session!;
+  if (p.qos === 2) {
+    session.inboundQoS2.add(p.packetId);
+    if (session.persistent) waits.push(engine.persistence.addIncoming(session, p.packetId));
+  }
+  const wait = waits.length === 0 ? undefined : waits.length === 1 ? waits[0] : Promise.all(waits);
+  conn.ackAfter(p.qos === 1 ? 4 : 5, p.packetId, matched === 0 && conn.v5 ? RC_NO_MATCHING_SUBSCRIBERS : 0, wait);
 }
 
 /** v5 PUBACK/PUBREC 0x10: accepted, but nobody subscribes. */

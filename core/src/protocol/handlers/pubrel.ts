@@ -6,6 +6,12 @@ import { RC } from '../reason-codes';
  * delivered on PUBLISH, once; an unknown id still gets PUBCOMP (v5: 0x92) (§4.3.3).
  */
 export function handlePubrel(conn: MqttConnection, packetId: number): void {
-  const known = conn.session?.inboundQoS2.delete(packetId) ?? false;
+  const session = conn.session;
+  const known = session?.inboundQoS2.delete(packetId) ?? false;
+  if (known && session!.persistent) {
+    session!.host.persistence
+      .removeIncoming(session!, packetId)
+      .catch((err: unknown) => session!.host.storageFailed(session!, 'incoming remove', err));
+  }
   conn.sendAck(7, packetId, known || !conn.v5 ? 0 : RC.PacketIdentifierNotFound);
 }

@@ -138,9 +138,20 @@ function finish(
   });
   const suback: ISubackPacket = { cmd: 'suback', messageId: packet.messageId, granted: codes };
   if (conn.v5) suback.reasonCode = 0;
-  conn.send(suback);
-  engine.emit('subAcked', client, () => ({ filters: packet.subscriptions.map((s) => s.topic).join(',') }));
-  for (const g of granted) sendRetained(conn, g);
+  const acknowledge = (): void => {
+    conn.send(suback);
+    engine.emit('subAcked', client, () => ({ filters: packet.subscriptions.map((s) => s.topic).join(',') }));
+    for (const g of granted) sendRetained(conn, g);
+  };
+  // A persistent session's subscriptions are on disk before SUBACK says so.
+  if (session.persistent && granted.length > 0) {
+    engine.saveSession(session).then(acknowledge, () => {
+      for (let i = 0; i < codes.length; i++) if (codes[i]! < 0x80) codes[i] = conn.v5 ? RC.UnspecifiedError : V3_FAILURE;
+      conn.send(suback);
+    });
+  } else {
+    acknowledge();
+  }
 }
 
 function sendRetained(conn: MqttConnection, g: Granted): void {

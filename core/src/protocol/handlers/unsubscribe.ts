@@ -42,6 +42,10 @@ function finish(conn: MqttConnection, packet: IUnsubscribePacket, allowed: reado
   });
   engine.dist.dropIfEmpty(client.tenantId);
   const unsuback: IUnsubackPacket = { cmd: 'unsuback', messageId: packet.messageId!, granted: conn.v5 ? codes : [] };
-  conn.send(unsuback);
-  engine.emit('unsubAcked', client, {});
+  const acknowledge = (): void => {
+    conn.send(unsuback);
+    engine.emit('unsubAcked', client, {});
+  };
+  if (session.persistent) engine.saveSession(session).then(acknowledge, acknowledge);
+  else acknowledge();
 }
