@@ -8,8 +8,9 @@ const V4 = { protocolVersion: 4 } as const;
 
 export type QoS = 0 | 1;
 
-export function encodeConnect(clientId: string, keepalive = 0): Buffer {
-  return mqtt.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clientId, clean: true, keepalive }, V4);
+/** CONNECT (3.1.1); `clean: false` asks for a persistent session. */
+export function encodeConnect(clientId: string, keepalive = 0, clean = true): Buffer {
+  return mqtt.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clientId, clean, keepalive }, V4);
 }
 
 export function encodeSubscribe(messageId: number, topic: string, qos: QoS): Buffer {
