@@ -1,3 +1,4 @@
+import { STORAGE_ERRORS } from '@bifro/plugin-storage-level';
 import type { ErrorSpec } from './errors';
 import { CLI_ERRORS } from './cli/cli-errors';
 import { PLUGIN_ERRORS } from './plugin-host/plugin-errors';
@@ -10,6 +11,7 @@ export const ERROR_AREAS: readonly { readonly title: string; readonly codes: Rea
   { title: 'Configuration', codes: CONFIG_ERRORS },
   { title: 'Plugins', codes: PLUGIN_ERRORS },
   { title: 'Listeners', codes: TRANSPORT_ERRORS },
+  { title: 'Storage (level)', codes: STORAGE_ERRORS },
   { title: 'Process and pid file', codes: PID_FILE_ERRORS },
   { title: 'Command line', codes: CLI_ERRORS },
 ];

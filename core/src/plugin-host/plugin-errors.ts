@@ -63,8 +63,8 @@ export const PLUGIN_ERRORS = defineErrors({
     remedy: 'Check what the plugin waits for (a backend that does not answer?) or raise `plugins.initTimeoutMs`.',
   },
   BIFRO_PLUGIN_STORAGE_MISSING: {
-    summary: 'No storage plugin is configured and the default `@bifro/plugin-storage-memory` is not installed.',
-    remedy: 'Set `plugins.storage.use` to a storage plugin, or install `@bifro/plugin-storage-memory`.',
+    summary: 'No storage plugin is configured and the default `@bifro/plugin-storage-level` is not installed.',
+    remedy: 'Set `plugins.storage` to a storage plugin, or install `@bifro/plugin-storage-level`.',
   },
 });
 

@@ -56,21 +56,30 @@ export function fromStored(stored: StoredMessage, publisherClientId = ''): Messa
  * [MQTT-3.3.1-5].
  */
 export class RetainService {
+  /** The last retained write issued per tenant: a match waits for it, so it sees every write issued before it. */
+  private readonly lastWrite = new Map<string, Promise<unknown>>();
+
   constructor(private readonly storage: Storage) {}
 
   /** Store or clear; resolves with what happened. */
-  async apply(tenantId: string, msg: Message): Promise<'retained' | 'cleared'> {
-    if (msg.payload.length === 0) {
-      await this.storage.retained.delete(tenantId, msg.topic);
-      return 'cleared';
-    }
-    await this.storage.retained.put(tenantId, toStored(msg));
-    return 'retained';
+  apply(tenantId: string, msg: Message): Promise<'retained' | 'cleared'> {
+    const write: Promise<'retained' | 'cleared'> =
+      msg.payload.length === 0
+        ? this.storage.retained.delete(tenantId, msg.topic).then(() => 'cleared' as const)
+        : this.storage.retained.put(tenantId, toStored(msg)).then(() => 'retained' as const);
+    this.lastWrite.set(tenantId, write);
+    const forget = (): void => {
+      if (this.lastWrite.get(tenantId) === write) this.lastWrite.delete(tenantId);
+    };
+    write.then(forget, forget);
+    return write;
   }
 
   /** Retained messages matching a filter, expired ones left out, at most `limit`. */
   async match(tenantId: string, filter: string, limit: number): Promise<Message[]> {
     if (limit <= 0) return [];
+    const pending = this.lastWrite.get(tenantId);
+    if (pending !== undefined) await pending.catch(() => undefined);
     const now = Date.now();
     const found = await this.storage.retained.match(tenantId, filter, limit, now);
     return found.map((s) => fromStored(s));

@@ -92,6 +92,9 @@ export class Session implements WheelEntry {
   private inboxCursor = 0;
   private pumping = false;
   private nextPacketId = 1;
+  /** Retained lookups in progress for new subscriptions, and the live deliveries waiting behind them. */
+  private retainedLookups = 0;
+  private waiting: { delivery: Delivery; done: { resolve: () => void; reject: (err: unknown) => void } | undefined }[] | undefined;
 
   constructor(
     readonly key: string,
@@ -130,11 +133,41 @@ export class Session implements WheelEntry {
   }
 
   /**
+   * Retained messages for a new subscription are being looked up: live deliveries wait behind
+   * them, so a subscriber sees the retained message of a topic before newer ones.
+   */
+  holdForRetained(): void {
+    this.retainedLookups++;
+  }
+
+  /** The lookup is done: deliver what it found, then (when no other lookup is pending) what waited. */
+  releaseRetained(retained: readonly Delivery[]): void {
+    for (const d of retained) this.deliverNow(d);
+    if (--this.retainedLookups > 0 || this.waiting === undefined) return;
+    const waiting = this.waiting;
+    this.waiting = undefined;
+    for (const w of waiting) {
+      const written = this.deliverNow(w.delivery);
+      if (w.done !== undefined) (written ?? Promise.resolve()).then(w.done.resolve, w.done.reject);
+    }
+  }
+
+  /**
    * Hand a delivery to the session: sent now, queued, or dropped by policy. For a persistent
    * session a QoS 1/2 delivery returns the promise of its storage write: the publisher is
    * acknowledged only once it resolves.
    */
   deliver(d: Delivery): Promise<void> | undefined {
+    if (this.retainedLookups === 0) return this.deliverNow(d);
+    const waiting = (this.waiting ??= []);
+    if (!this.persistent || d.qos === 0) {
+      waiting.push({ delivery: d, done: undefined });
+      return undefined;
+    }
+    return new Promise<void>((resolve, reject) => waiting.push({ delivery: d, done: { resolve, reject } }));
+  }
+
+  private deliverNow(d: Delivery): Promise<void> | undefined {
     const link = this.link;
     if (!this.persistent) {
       if (

@@ -246,7 +246,7 @@ describe('bifro: start, status, stop', () => {
     const broker = await startForeground(['--config', config, '--port', '0', '--data-dir', 'data']);
     expect(broker.port).toBeGreaterThan(0);
     await connect(broker.port);
-    expect(broker.output()).toContain('plugin loaded: @bifro/plugin-storage-memory@');
+    expect(broker.output()).toContain('plugin loaded: @bifro/plugin-storage-level@');
     const pidFile = path.join(tmp, 'data', 'bifro.pid');
     expect(readFileSync(pidFile, 'utf8').trim()).toBe(String(broker.child.pid));
 

@@ -231,17 +231,17 @@ describe('first-party defaults', () => {
     }
   });
 
-  it('without plugins.storage, uses the package @bifro/plugin-storage-memory (found here in the plugins directory)', async () => {
+  it('without plugins.storage, uses the package @bifro/plugin-storage-level (found here in the plugins directory)', async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'bifro-default-storage-'));
     try {
       const copy = path.join(dir, 'storage-memory');
       await fs.cp(path.join(FIXTURES_DIR, 'valid-storage'), copy, { recursive: true });
       const pkgFile = path.join(copy, 'package.json');
       const pkg = JSON.parse(await fs.readFile(pkgFile, 'utf8')) as Record<string, unknown>;
-      await fs.writeFile(pkgFile, JSON.stringify({ ...pkg, name: '@bifro/plugin-storage-memory' }));
+      await fs.writeFile(pkgFile, JSON.stringify({ ...pkg, name: '@bifro/plugin-storage-level' }));
       const host = await load({ storage: undefined }, { pluginsDir: dir });
       expect(host.plugins.find((p) => p.kinds.includes('storage'))).toMatchObject({
-        name: '@bifro/plugin-storage-memory',
+        name: '@bifro/plugin-storage-level',
         source: 'plugins-dir',
         dir: copy,
       });
@@ -252,22 +252,28 @@ describe('first-party defaults', () => {
     }
   });
 
-  it('without plugins.storage, resolves the installed @bifro/plugin-storage-memory package from the broker (needs its dist: npm test builds first)', async () => {
-    const host = await load({ storage: undefined });
-    expect(host.plugins.find((p) => p.kinds.includes('storage'))).toMatchObject({
-      name: '@bifro/plugin-storage-memory',
-      source: 'package',
-    });
-    await host.storage.sessions.put({
-      tenantId: 't',
-      clientId: 'c',
-      userId: 'u',
-      protocolVersion: 5,
-      expirySeconds: 60,
-      createdAt: 1,
-      subscriptions: [],
-    });
-    expect(await host.storage.sessions.get('t', 'c')).toMatchObject({ userId: 'u' });
+  it('without plugins.storage, resolves the installed @bifro/plugin-storage-level package from the broker (needs its dist: npm test builds first)', async () => {
+    const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'bifro-default-level-'));
+    const host = await load({ storage: undefined }, { dataDir });
+    try {
+      expect(host.plugins.find((p) => p.kinds.includes('storage'))).toMatchObject({
+        name: '@bifro/plugin-storage-level',
+        source: 'package',
+      });
+      await host.storage.sessions.put({
+        tenantId: 't',
+        clientId: 'c',
+        userId: 'u',
+        protocolVersion: 5,
+        expirySeconds: 60,
+        createdAt: 1,
+        subscriptions: [],
+      });
+      expect(await host.storage.sessions.get('t', 'c')).toMatchObject({ userId: 'u' });
+    } finally {
+      await host.close();
+      await fs.rm(dataDir, { recursive: true, force: true });
+    }
   });
 
   it('without plugins.storage and without the default package → BIFRO_PLUGIN_STORAGE_MISSING', async () => {

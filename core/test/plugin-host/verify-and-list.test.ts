@@ -145,14 +145,14 @@ describe('listPlugins', () => {
       await fs.cp(path.join(FIXTURES_DIR, 'valid-storage'), copy, { recursive: true });
       const pkgFile = path.join(copy, 'package.json');
       const pkg = JSON.parse(await fs.readFile(pkgFile, 'utf8')) as Record<string, unknown>;
-      await fs.writeFile(pkgFile, JSON.stringify({ ...pkg, name: '@bifro/plugin-storage-memory' }));
+      await fs.writeFile(pkgFile, JSON.stringify({ ...pkg, name: '@bifro/plugin-storage-level' }));
       const entries = await listPlugins(configWith({ storage: undefined }, { pluginsDir: dir }));
       expect(entries.find((e) => e.name === '@bifro/core:dev-allow-all-auth')).toMatchObject({
         source: 'builtin',
         usedFor: ['auth'],
         compatible: true,
       });
-      expect(entries.find((e) => e.name === '@bifro/plugin-storage-memory')).toMatchObject({
+      expect(entries.find((e) => e.name === '@bifro/plugin-storage-level')).toMatchObject({
         source: 'plugins-dir',
         dir: copy,
         usedFor: ['storage'],

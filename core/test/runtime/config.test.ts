@@ -49,7 +49,7 @@ describe('loadConfig: sources', () => {
     expect(config.pluginsDir).toBe(path.join(REPO, 'plugins'));
     expect(config.pidFile).toBe(path.join(REPO, 'data', 'bifro.pid'));
     expect(config.listeners).toEqual([{ name: 'tcp', type: 'tcp', host: '0.0.0.0', port: 1883, proxyProtocol: false }]);
-    expect(config.plugins.storage).toEqual({ use: '@bifro/plugin-storage-memory', required: true, options: {} });
+    expect(config.plugins.storage).toEqual({ use: '@bifro/plugin-storage-level', required: true, options: { sync: true } });
     expect(config.plugins.auth).toEqual([]);
     expect(config.log).toEqual({ level: 'info' });
   });

@@ -306,13 +306,25 @@ async function finishConnect(
   }
   session.will = will;
   conn.session = session;
-  if (expiry > 0) {
-    // A persistent session is written through storage from now until it ends.
-    if (!session.stored && existing !== undefined) await session.persist();
-    session.stored = true;
-    engine.saveSession(session).catch(() => undefined);
-  } else if (session.stored) {
-    engine.saveSession(session).catch(() => undefined);
+  if (expiry > 0 || session.stored) {
+    // A persistent session is written through storage from now until it ends, and its record
+    // (will, expiry) is on disk before CONNACK says the session exists.
+    try {
+      if (!session.stored && existing !== undefined) await session.persist();
+      await engine.saveSession(session);
+    } catch {
+      engine.usage.add(tenantId, 'TotalConnections', -1);
+      conn.session = undefined;
+      if (existing === undefined) engine.endSession(session);
+      refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable, 'session could not be stored');
+      return;
+    }
+    if (conn.isClosed()) {
+      // Gone while its session was written: as if it had connected and dropped at once.
+      engine.usage.add(tenantId, 'TotalConnections', -1);
+      engine.sessionDisconnected(session, true);
+      return;
+    }
   }
 
   let keepAlive = packet.keepalive ?? 0;

@@ -160,18 +160,21 @@ function sendRetained(conn: MqttConnection, g: Granted): void {
   if (g.shared || r.retainHandling === 2 || (r.retainHandling === 1 && !g.isNew)) return;
   const engine = conn.engine;
   const client = conn.client!;
+  const session = conn.session!;
   const limit = engine.setting(client.tenantId, 'RetainMessageMatchLimit');
+  session.holdForRetained();
   engine.retain.match(client.tenantId, r.filter, limit).then(
     (messages: Message[]) => {
-      const session = conn.session;
-      if (session === undefined || messages.length === 0) return;
-      engine.emit('retainMsgMatched', client, { filter: r.filter, count: messages.length });
+      if (messages.length > 0) engine.emit('retainMsgMatched', client, { filter: r.filter, count: messages.length });
       const ids = r.subscriptionId === undefined ? undefined : [r.subscriptionId];
-      for (const msg of messages) {
-        // Retained messages sent on subscribe carry RETAIN 1 [MQTT-3.3.1-8].
-        session.deliver({ msg, qos: (r.qos < msg.qos ? r.qos : msg.qos) as QoS, retain: true, subscriptionIds: ids });
-      }
+      // Retained messages sent on subscribe carry RETAIN 1 [MQTT-3.3.1-8].
+      session.releaseRetained(
+        messages.map((msg) => ({ msg, qos: (r.qos < msg.qos ? r.qos : msg.qos) as QoS, retain: true, subscriptionIds: ids })),
+      );
     },
-    (err: unknown) => engine.logger.error({ filter: r.filter, err: String(err) }, 'retained match failed'),
+    (err: unknown) => {
+      engine.logger.error({ filter: r.filter, err: String(err) }, 'retained match failed');
+      session.releaseRetained([]);
+    },
   );
 }

@@ -1,0 +1,79 @@
+import type { PageRequest, SessionRecord, SessionStore } from '@bifro/spi';
+import { locked } from './group-commit';
+import type { BatchOp } from './group-commit';
+import { KEY_SPACE, encodeKeyString, concatKey, joinKey, prefixEnd, withSeparator } from './key-codec';
+import { iteratorLimit, prefixRange, type StoreContext } from './store-context';
+import { decodeSession, encodeSession } from './value-codec';
+
+/**
+ * Session records under `s!<tenant>\0<client>`. The key of a session is `s!` followed by the
+ * encoded {@link sessionListKey}, so a list across tenants is one range read starting after
+ * `s!<after>`, and a list within a tenant one range read over `s!<tenant>\0`.
+ */
+export class LevelSessionStore implements SessionStore {
+  constructor(private readonly ctx: StoreContext) {}
+
+  async get(tenantId: string, clientId: string): Promise<SessionRecord | undefined> {
+    const value = await this.ctx.db().get(joinKey(KEY_SPACE.session, tenantId, clientId));
+    return value === undefined ? undefined : decodeSession(value);
+  }
+
+  async put(record: SessionRecord): Promise<void> {
+    const state = this.ctx.sessions.get(record.tenantId, record.clientId);
+    const value = encodeSession(record);
+    await locked(state.scope, () => ({
+      value: undefined,
+      written: this.ctx.commit().write([{ type: 'put', key: state.sessionKey, value }], [state.scope]),
+    }));
+  }
+
+  /**
+   * Removes the record, the inbox (entries and meta), the outbound inflight records and the
+   * inbound QoS 2 ids in one batch. Waits for the session's earlier writes to be on disk first,
+   * then collects the keys to remove by range reads, so nothing written before is left behind.
+   */
+  async delete(tenantId: string, clientId: string): Promise<void> {
+    const state = this.ctx.sessions.get(tenantId, clientId);
+    await locked(state.scope, async () => {
+      await state.scope.flushed();
+      const db = this.ctx.db();
+      const prefixes = [state.inboxPrefix, state.inflightPrefix, state.incomingPrefix];
+      const [records, ...keyLists] = await Promise.all([
+        db.getMany([state.sessionKey, state.inboxMetaKey]),
+        ...prefixes.map((p) => db.keys(prefixRange(p)).all()),
+      ]);
+      const ops: BatchOp[] = [];
+      if (records[0] !== undefined) ops.push({ type: 'del', key: state.sessionKey });
+      if (records[1] !== undefined) ops.push({ type: 'del', key: state.inboxMetaKey });
+      for (const keys of keyLists) for (const key of keys) ops.push({ type: 'del', key });
+      // What the database holds once this batch is written: nothing (seqs start again at 1).
+      state.inbox = { first: 1, next: 1 };
+      state.inflight = { byPacketId: new Map(), next: 1 };
+      // An unknown session costs no write (an empty batch resolves at once).
+      return { value: undefined, written: this.ctx.commit().write(ops, [state.scope]) };
+    });
+  }
+
+  async list(page: PageRequest): Promise<SessionRecord[]> {
+    const limit = iteratorLimit(page.limit);
+    if (limit === 0) return [];
+    let range: { gt?: Buffer; gte?: Buffer; lt?: Buffer };
+    if (page.tenantId !== undefined) {
+      const tenantPrefix = withSeparator(joinKey(KEY_SPACE.session, page.tenantId));
+      range = {
+        ...(page.after === undefined ? { gte: tenantPrefix } : { gt: concatKey(tenantPrefix, encodeKeyString(page.after)) }),
+        lt: prefixEnd(tenantPrefix),
+      };
+    } else {
+      range = {
+        ...(page.after === undefined ? { gte: KEY_SPACE.session } : { gt: concatKey(KEY_SPACE.session, encodeKeyString(page.after)) }),
+        lt: prefixEnd(KEY_SPACE.session),
+      };
+    }
+    const values = await this.ctx
+      .db()
+      .values({ ...range, limit })
+      .all();
+    return values.map(decodeSession);
+  }
+}
