@@ -159,10 +159,7 @@ export async function loadPluginHost(
   async function loadDefaultStorage(configured: boolean): Promise<void> {
     const name = options.defaultStoragePackage;
     if (configured)
-      log.warn(
-        { plugin: name, kind: 'storage' },
-        `the configured storage plugin was skipped: falling back to ${name}; data will not survive a restart`,
-      );
+      log.warn({ plugin: name, kind: 'storage' }, `the configured storage plugin was skipped: falling back to the default ${name}`);
     try {
       await loadRef({ use: name, required: true, options: {} }, 'storage');
     } catch (err) {

@@ -39,7 +39,7 @@ const REQUIRED_FLAGS = [-1, 0, 0, -1, 0, 0, 2, 0, 2, 0, 2, 0, 0, 0, 0, 0];
 
 /** A PUBACK/PUBREC waiting for its storage writes. */
 interface PendingAck {
-  readonly type: 4 | 5;
+  readonly type: 4 | 5 | 7;
   readonly packetId: number;
   readonly reasonCode: number;
   state: 'waiting' | 'ready' | 'failed';
@@ -432,7 +432,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
    * the order the PUBLISH packets came [MQTT-4.6.0-2], [MQTT-4.6.0-3]. A failed write is not
    * acknowledged as a success: v5 gets 0x80, a v3 client is disconnected (it will resend).
    */
-  ackAfter(type: 4 | 5, packetId: number, reasonCode: number, wait: Promise<unknown> | undefined): void {
+  ackAfter(type: 4 | 5 | 7, packetId: number, reasonCode: number, wait: Promise<unknown> | undefined): void {
     const queue = this.ackQueue;
     if (wait === undefined && (queue === undefined || queue.length === 0)) {
       this.sendAck(type, packetId, reasonCode);
@@ -458,7 +458,8 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     while (queue.length > 0 && queue[0]!.state !== 'waiting') {
       const entry = queue.shift()!;
       if (this.state === 'closed') continue;
-      if (entry.state === 'ready') {
+      if (entry.state === 'ready' || entry.type === 7) {
+        // PUBCOMP: the release is done in memory whatever storage said (the failure was logged).
         this.sendAck(entry.type, entry.packetId, entry.reasonCode);
       } else if (this.v5) {
         if (entry.type === 5) this.session?.inboundQoS2.delete(entry.packetId);

@@ -186,12 +186,13 @@ export class Engine implements SessionHost {
     if (!publishWill) session.will = undefined;
     const now = Date.now();
     session.disconnectedAt = now;
-    if (session.stored && session.expirySeconds > 0) this.saveSession(session, now).catch(() => undefined);
     if (session.will !== undefined) {
       const delay = Math.min(session.will.delaySeconds, session.expirySeconds);
       if (delay === 0) this.fireWill(session);
       else session.willAt = now + delay * 1000;
     }
+    // Saved after a will without delay went out (it is then no longer in the record).
+    if (session.stored && session.expirySeconds > 0) this.saveSession(session, now).catch(() => undefined);
     if (session.expirySeconds === 0) {
       this.endSession(session);
       return;

@@ -32,7 +32,7 @@ export class Message implements EncodableMessage {
 
   /** Whether the message has expired at `now` [MQTT-3.3.2-5]. */
   expired(now: number): boolean {
-    return this.expiresAt !== 0 && now >= this.expiresAt;
+    return this.expiresAt !== 0 && now > this.expiresAt;
   }
 
   /** Remaining expiry interval in whole seconds to forward [MQTT-3.3.2-6], undefined when none. */

@@ -303,9 +303,12 @@ export class Session implements WheelEntry {
     const { maxSize, dropOldest } = this.host.queueLimit(this.tenantId);
     const writes: Promise<unknown>[] = [];
     if (records.length > 0) writes.push(p.putInflight(this, records));
-    for (const d of waiting) if (d.qos > 0 || this.link === undefined) writes.push(p.append(this, d, maxSize, dropOldest));
+    for (const d of waiting) {
+      if (d.qos === 0 && this.link !== undefined) continue;
+      writes.push(p.append(this, d, maxSize, dropOldest));
+      this.inboxBacklog++;
+    }
     for (const id of this.inboundQoS2) writes.push(p.addIncoming(this, id));
-    this.inboxBacklog += waiting.length;
     await Promise.all(writes);
   }
 

@@ -3,15 +3,19 @@ import { RC } from '../reason-codes';
 
 /**
  * PUBREL: release an inbound QoS 2 packet id and answer PUBCOMP [MQTT-4.3.3-11]. The message was
- * delivered on PUBLISH, once; an unknown id still gets PUBCOMP (v5: 0x92) (§4.3.3).
+ * delivered on PUBLISH, once; an unknown id still gets PUBCOMP (v5: 0x92) (§4.3.3). For a
+ * persistent session PUBCOMP waits until the release is stored: the client may reuse the packet
+ * id right after it, and a restart must not take the new message for a duplicate.
  */
 export function handlePubrel(conn: MqttConnection, packetId: number): void {
   const session = conn.session;
   const known = session?.inboundQoS2.delete(packetId) ?? false;
-  if (known && session!.persistent) {
-    session!.host.persistence
-      .removeIncoming(session!, packetId)
-      .catch((err: unknown) => session!.host.storageFailed(session!, 'incoming remove', err));
+  const reasonCode = known || !conn.v5 ? 0 : RC.PacketIdentifierNotFound;
+  if (!known || !session!.persistent) {
+    conn.ackAfter(7, packetId, reasonCode, undefined);
+    return;
   }
-  conn.sendAck(7, packetId, known || !conn.v5 ? 0 : RC.PacketIdentifierNotFound);
+  const removed = session!.host.persistence.removeIncoming(session!, packetId);
+  removed.catch((err: unknown) => session!.host.storageFailed(session!, 'incoming remove', err));
+  conn.ackAfter(7, packetId, reasonCode, removed);
 }

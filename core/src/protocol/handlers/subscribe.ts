@@ -134,18 +134,29 @@ function finish(
       return;
     }
     session.subscriptions.set(s.topic, record);
-    granted.push({ record, isNew, shared: s.topic.startsWith('$share/') || s.topic.startsWith('$oshare/') });
+    const g: Granted = { record, isNew, shared: s.topic.startsWith('$share/') || s.topic.startsWith('$oshare/') };
+    // Live deliveries wait from now until this subscription's retained messages went out.
+    if (wantsRetained(g)) session.holdForRetained();
+    granted.push(g);
   });
   const suback: ISubackPacket = { cmd: 'suback', messageId: packet.messageId, granted: codes };
   if (conn.v5) suback.reasonCode = 0;
   const acknowledge = (): void => {
     conn.send(suback);
     engine.emit('subAcked', client, () => ({ filters: packet.subscriptions.map((s) => s.topic).join(',') }));
-    for (const g of granted) sendRetained(conn, g);
+    for (const g of granted) if (wantsRetained(g)) sendRetained(conn, g);
   };
-  // A persistent session's subscriptions are on disk before SUBACK says so.
+  // A persistent session's subscriptions are on disk before SUBACK says so; when they cannot be
+  // stored they are taken back and SUBACK says so.
   if (session.persistent && granted.length > 0) {
     engine.saveSession(session).then(acknowledge, () => {
+      for (const g of granted) {
+        if (wantsRetained(g)) session.releaseRetained([]);
+        if (g.isNew) {
+          session.subscriptions.delete(g.record.filter);
+          tenant.unsubscribe(client.clientId, g.record.filter);
+        }
+      }
       for (let i = 0; i < codes.length; i++) if (codes[i]! < 0x80) codes[i] = conn.v5 ? RC.UnspecifiedError : V3_FAILURE;
       conn.send(suback);
     });
@@ -154,15 +165,18 @@ function finish(
   }
 }
 
+/** Retain Handling 2: never; 1: only for a new subscription (v5 §3.8.3.1); shared subscriptions: never (§4.8.2). */
+function wantsRetained(g: Granted): boolean {
+  const r = g.record;
+  return !g.shared && r.retainHandling !== 2 && (r.retainHandling !== 1 || g.isNew);
+}
+
 function sendRetained(conn: MqttConnection, g: Granted): void {
   const r = g.record;
-  // Retain Handling 2: never; 1: only for a new subscription [MQTT-3.3.1-10..11 (v5)]; shared: never.
-  if (g.shared || r.retainHandling === 2 || (r.retainHandling === 1 && !g.isNew)) return;
   const engine = conn.engine;
   const client = conn.client!;
   const session = conn.session!;
   const limit = engine.setting(client.tenantId, 'RetainMessageMatchLimit');
-  session.holdForRetained();
   engine.retain.match(client.tenantId, r.filter, limit).then(
     (messages: Message[]) => {
       if (messages.length > 0) engine.emit('retainMsgMatched', client, { filter: r.filter, count: messages.length });
