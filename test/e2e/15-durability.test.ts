@@ -2,7 +2,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import type { IPublishPacket } from 'mqtt-packet';
 import { startBrokerProcess, type BrokerProcess } from '../support/broker-process';
+import { RawClient } from '../support/raw-client';
 import { FIXTURE_PLUGINS, REPO } from '../support/test-broker';
 
 /**
@@ -107,6 +109,36 @@ describe('15 durability across kill -9 (level store)', () => {
     expect(new Set(q1).size).toBe(n); // at least once
     expect(q2.sort()).toEqual(Array.from({ length: n }, (_, i) => `b${i}`).sort()); // exactly once
     expect(q1.filter((p, i) => q1.indexOf(p) === i)).toEqual(Array.from({ length: n }, (_, i) => `a${i}`)); // in order
+  });
+
+  it('redelivers with DUP what a connected persistent subscriber had not acknowledged when the broker died [MQTT-4.4.0-1]', async () => {
+    let broker = await start();
+    const connect4 = (c: RawClient): void =>
+      c.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clientId: 'slow-acker', clean: false, keepalive: 60 });
+    const sub = await RawClient.connect(broker.port);
+    connect4(sub);
+    expect((await sub.next())?.cmd).toBe('connack');
+    sub.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'dur/noack', qos: 1 }] });
+    expect((await sub.next())?.cmd).toBe('suback');
+    const pub = await connect(broker.port, { clientId: 'noack-pub' });
+    // The subscriber reads but never sends PUBACK: each publisher PUBACK waits for the disk.
+    for (let i = 0; i < 20; i++) await pub.client.publishAsync('dur/noack', `n${i}`, { qos: 1 });
+    await broker.kill9();
+    sub.destroy();
+
+    broker = await start();
+    const again = await RawClient.connect(broker.port);
+    connect4(again);
+    expect((await again.next())?.cmd).toBe('connack');
+    const got: IPublishPacket[] = [];
+    for (let i = 0; i < 20; i++) {
+      const p = (await again.next(5000)) as IPublishPacket | undefined;
+      if (p?.cmd !== 'publish') break;
+      got.push(p);
+    }
+    again.destroy();
+    expect(got.map((p) => p.payload.toString())).toEqual(Array.from({ length: 20 }, (_, i) => `n${i}`));
+    expect(got.every((p) => p.dup && p.qos === 1)).toBe(true);
   });
 
   it('keeps retained messages across a crash', async () => {

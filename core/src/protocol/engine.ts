@@ -1,5 +1,15 @@
 import { inject, injectable } from 'tsyringe';
-import type { BrokerEvent, ClientInfo, EventDetailValue, EventType, QoS, SessionRecord, SettingName, SettingValue } from '@bifro/spi';
+import type {
+  BrokerEvent,
+  ClientInfo,
+  EventDetailValue,
+  EventType,
+  InflightRecord,
+  QoS,
+  SessionRecord,
+  SettingName,
+  SettingValue,
+} from '@bifro/spi';
 import { EVENT_TYPES, sessionListKey } from '@bifro/spi';
 import type { BrokerConfig } from '../runtime/config-types';
 import type { Logger } from '../runtime/logger';
@@ -11,7 +21,7 @@ import { pickMember } from '../dist/tenant-dist';
 import type { TopicLimits } from '../dist/topic';
 import { RetainService } from '../retain/retain-service';
 import { Message } from '../session/message';
-import { Session, type Delivery, type SessionHost } from '../session/session';
+import { Session, type DeferredWrite, type Delivery, type SessionHost } from '../session/session';
 import { SessionPersistence, willFromRecord } from '../session/session-persistence';
 import type { TimerWheel } from '../session/timer-wheel';
 import type { TenantUsage } from '../tenancy/tenant-usage';
@@ -19,6 +29,9 @@ import { describeError } from '../errors';
 
 const GROUP_OF = new Map<EventType, BrokerEvent['group']>();
 for (const [group, types] of Object.entries(EVENT_TYPES)) for (const t of types) GROUP_OF.set(t, group as BrokerEvent['group']);
+
+/** How long a QoS 1 inflight record of a connected persistent session waits for the client's PUBACK before it is written. */
+const DEFER_INFLIGHT_MS = 5;
 
 /** Session Expiry Interval meaning "never" (§3.1.2). */
 export const NEVER_EXPIRES = 0xffffffff;
@@ -48,6 +61,9 @@ export class Engine implements SessionHost {
   /** Set when the broker is shutting down: connections closing now are the server's doing. */
   shuttingDown = false;
   private readonly limitsCache = new Map<string, TopicLimits>();
+  /** Inflight records waiting to be written (see deferInflight), and the timer that writes them. */
+  private deferred: { session: Session; record: InflightRecord; write: DeferredWrite }[] = [];
+  private deferTimer: NodeJS.Timeout | undefined;
   private readonly unwatchSettings: () => void;
 
   constructor(
@@ -284,6 +300,36 @@ export class Engine implements SessionHost {
     this.emit(type, session.client, { topic: delivery?.msg.topic });
   }
 
+  deferInflight(session: Session, record: InflightRecord, write: DeferredWrite): void {
+    this.deferred.push({ session, record, write });
+    this.deferTimer ??= setTimeout(() => this.writeDeferred(), DEFER_INFLIGHT_MS);
+  }
+
+  /** Write the deferred records the clients have not acknowledged meanwhile, one call per session. */
+  private writeDeferred(): void {
+    this.deferTimer = undefined;
+    const due = this.deferred;
+    this.deferred = [];
+    const bySession = new Map<Session, { records: InflightRecord[]; writes: DeferredWrite[] }>();
+    for (const d of due) {
+      if (d.write.state !== 'waiting') continue;
+      d.write.state = 'issued';
+      let group = bySession.get(d.session);
+      if (group === undefined) bySession.set(d.session, (group = { records: [], writes: [] }));
+      group.records.push(d.record);
+      group.writes.push(d.write);
+    }
+    for (const [session, group] of bySession) {
+      this.persistence.putInflight(session, group.records).then(
+        () => settleAll(group.writes, undefined),
+        (err: unknown) => {
+          this.storageFailed(session, 'inflight put', err);
+          settleAll(group.writes, err);
+        },
+      );
+    }
+  }
+
   storageFailed(session: Session, what: string, err: unknown): void {
     this.logger.error({ tenantId: session.tenantId, clientId: session.clientId, what, err: describeError(err) }, 'session storage failed');
     this.emit('distError', session.client, { what, error: describeError(err) });
@@ -358,6 +404,10 @@ export class Engine implements SessionHost {
   /** Drop every session and timer (broker stop). */
   close(): void {
     this.unwatchSettings();
+    if (this.deferTimer !== undefined) {
+      clearTimeout(this.deferTimer);
+      this.writeDeferred();
+    }
     for (const session of this.sessions.values()) this.wheel.cancel(session);
     this.sessions.clear();
   }
@@ -385,6 +435,16 @@ function nextDeadline(session: Session): number {
   if (a === 0) return b;
   if (b === 0) return a;
   return Math.min(a, b);
+}
+
+/** Settle deferred writes that are still issued: resolved, or rejected with `err`. */
+function settleAll(writes: readonly DeferredWrite[], err: unknown): void {
+  for (const w of writes) {
+    if (w.state !== 'issued') continue;
+    w.state = 'settled';
+    if (err === undefined) w.resolve();
+    else w.reject(err);
+  }
 }
 
 function isOnline(session: Session): boolean {

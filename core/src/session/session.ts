@@ -18,6 +18,16 @@ interface Inflight {
   delivery: Delivery | undefined;
   /** `publish`: awaiting PUBACK/PUBREC; `pubrel`: PUBREL sent, awaiting PUBCOMP. */
   phase: 'publish' | 'pubrel';
+  /** A QoS 1 record whose storage write is deferred: settled by the client's PUBACK or by the write. */
+  deferred?: DeferredWrite;
+}
+
+/** A storage write that waits a moment in case the client's acknowledgement makes it unnecessary. */
+export interface DeferredWrite {
+  /** `waiting`: not issued yet; `issued`: handed to storage; `settled`: no longer needed or done. */
+  state: 'waiting' | 'issued' | 'settled';
+  resolve(): void;
+  reject(err: unknown): void;
 }
 
 /** What a session needs of the connection that currently serves it. */
@@ -40,6 +50,11 @@ export interface SessionHost {
   dropped(session: Session, delivery: Delivery, reason: 'queue-full' | 'expired' | 'too-large'): void;
   /** A QoS 1/2 delivery completed (PUBACK / PUBCOMP received). */
   confirmed(session: Session, delivery: Delivery | undefined, qos: QoS): void;
+  /**
+   * Write this inflight record a little later (one batch for many sessions) unless the client
+   * acknowledges it first; the promise settles with whichever comes first.
+   */
+  deferInflight(session: Session, record: InflightRecord, write: DeferredWrite): void;
   /** Timer wheel callback of a disconnected session (will delay, expiry); returns the next deadline or 0. */
   onDeadline(session: Session, now: number): number;
   /** A storage call of this session failed. */
@@ -193,8 +208,22 @@ export class Session implements WheelEntry {
     const direct = link !== undefined && this.loaded && this.inboxBacklog === 0 && !this.pumping && link.writable();
     if (direct && this.inflight.size < link.receiveMaximum) {
       const packetId = this.allocatePacketId();
+      const record: InflightRecord = { packetId, phase: 'publish', message: toInboxMessage(d) };
+      if (d.qos === 1) {
+        // QoS 1 to a connected client: its PUBACK usually comes before a disk write would, and a
+        // message the client acknowledged needs none. The publisher is acknowledged when either
+        // the client's PUBACK or the write comes (D20).
+        let deferred!: DeferredWrite;
+        const settled = new Promise<void>((resolve, reject) => {
+          deferred = { state: 'waiting', resolve, reject };
+        });
+        this.inflight.set(packetId, { delivery: d, phase: 'publish', deferred });
+        this.host.deferInflight(this, record, deferred);
+        if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
+        return settled;
+      }
       this.inflight.set(packetId, { delivery: d, phase: 'publish' });
-      const written = this.host.persistence.putInflight(this, [{ packetId, phase: 'publish', message: toInboxMessage(d) }]);
+      const written = this.host.persistence.putInflight(this, [record]);
       if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
       return written;
     }
@@ -206,8 +235,14 @@ export class Session implements WheelEntry {
     const entry = this.inflight.get(packetId);
     if (entry === undefined) return false;
     this.inflight.delete(packetId);
-    if (this.persistent)
+    const deferred = entry.deferred;
+    if (deferred !== undefined && deferred.state === 'waiting') {
+      // Acknowledged before its record was written: nothing to write, nothing to remove.
+      deferred.state = 'settled';
+      deferred.resolve();
+    } else if (this.persistent) {
       this.host.persistence.removeInflight(this, [packetId]).catch((err: unknown) => this.host.storageFailed(this, 'inflight remove', err));
+    }
     this.host.confirmed(this, entry.delivery, entry.phase === 'pubrel' ? 2 : (entry.delivery?.qos ?? 1));
     this.drain();
     return true;
@@ -415,8 +450,12 @@ export class Session implements WheelEntry {
 
   /** A delivery in flight that will never be sent (too large, expired): discarded as if completed [MQTT-3.1.2-25]. */
   private completeLocally(packetId: number, d: Delivery, reason: 'too-large' | 'expired'): void {
+    const deferred = this.inflight.get(packetId)?.deferred;
     this.inflight.delete(packetId);
-    if (this.persistent)
+    if (deferred !== undefined && deferred.state === 'waiting') {
+      deferred.state = 'settled';
+      deferred.resolve();
+    } else if (this.persistent)
       this.host.persistence.removeInflight(this, [packetId]).catch((err: unknown) => this.host.storageFailed(this, 'inflight remove', err));
     this.host.dropped(this, d, reason);
   }

@@ -51,7 +51,7 @@ function tlsConnect(port: number, identity?: CertFiles, socket?: import('node:ne
 describe('tls listener without client certificates', () => {
   let h: Harness;
   beforeAll(async () => {
-    h = await startHarness(tlsListener(), { handshakeTimeoutMs: 300 });
+    h = await startHarness(tlsListener(), { handshakeTimeoutMs: 1500 });
   });
   afterAll(() => h.close());
 

@@ -52,7 +52,7 @@ describe('ws listener', () => {
   let h: Harness;
   let url: string;
   beforeAll(async () => {
-    h = await startHarness(listenerConfig({ type: 'ws' }), { handshakeTimeoutMs: 300 });
+    h = await startHarness(listenerConfig({ type: 'ws' }), { handshakeTimeoutMs: 1000 });
     url = `ws://127.0.0.1:${h.listener.port}/mqtt`;
   });
   afterAll(() => h.close());
@@ -161,7 +161,7 @@ describe('ws listener', () => {
   it('drops a connection that never sends its HTTP request', async () => {
     const before = h.listener.stats.handshakeTimeouts;
     const raw = await tcpConnect(h.listener.port);
-    expect(await closedWithin(raw, 2000)).toBe(true);
+    expect(await closedWithin(raw, 4000)).toBe(true);
     expect(h.listener.stats.handshakeTimeouts).toBe(before + 1);
   });
 
