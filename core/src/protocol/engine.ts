@@ -22,7 +22,7 @@ import type { TopicLimits } from '../dist/topic';
 import { RetainService } from '../retain/retain-service';
 import { Message } from '../session/message';
 import { Session, type DeferredWrite, type Delivery, type SessionHost } from '../session/session';
-import { SessionPersistence, willFromRecord } from '../session/session-persistence';
+import { SessionPersistence, toInboxMessage, willFromRecord } from '../session/session-persistence';
 import type { TimerWheel } from '../session/timer-wheel';
 import type { TenantUsage } from '../tenancy/tenant-usage';
 import { describeError } from '../errors';
@@ -31,7 +31,7 @@ const GROUP_OF = new Map<EventType, BrokerEvent['group']>();
 for (const [group, types] of Object.entries(EVENT_TYPES)) for (const t of types) GROUP_OF.set(t, group as BrokerEvent['group']);
 
 /** How long a QoS 1 inflight record of a connected persistent session waits for the client's PUBACK before it is written. */
-const DEFER_INFLIGHT_MS = 5;
+const DEFER_INFLIGHT_MS = 25;
 
 /** Session Expiry Interval meaning "never" (§3.1.2). */
 export const NEVER_EXPIRES = 0xffffffff;
@@ -62,7 +62,7 @@ export class Engine implements SessionHost {
   shuttingDown = false;
   private readonly limitsCache = new Map<string, TopicLimits>();
   /** Inflight records waiting to be written (see deferInflight), and the timer that writes them. */
-  private deferred: { session: Session; record: InflightRecord; write: DeferredWrite }[] = [];
+  private deferred: { session: Session; packetId: number; delivery: Delivery; write: DeferredWrite }[] = [];
   private deferTimer: NodeJS.Timeout | undefined;
   private readonly unwatchSettings: () => void;
 
@@ -300,8 +300,8 @@ export class Engine implements SessionHost {
     this.emit(type, session.client, { topic: delivery?.msg.topic });
   }
 
-  deferInflight(session: Session, record: InflightRecord, write: DeferredWrite): void {
-    this.deferred.push({ session, record, write });
+  deferInflight(session: Session, packetId: number, delivery: Delivery, write: DeferredWrite): void {
+    this.deferred.push({ session, packetId, delivery, write });
     this.deferTimer ??= setTimeout(() => this.writeDeferred(), DEFER_INFLIGHT_MS);
   }
 
@@ -316,7 +316,8 @@ export class Engine implements SessionHost {
       d.write.state = 'issued';
       let group = bySession.get(d.session);
       if (group === undefined) bySession.set(d.session, (group = { records: [], writes: [] }));
-      group.records.push(d.record);
+      // The stored form is built only for the records that are written.
+      group.records.push({ packetId: d.packetId, phase: 'publish', message: toInboxMessage(d.delivery) });
       group.writes.push(d.write);
     }
     for (const [session, group] of bySession) {

@@ -54,7 +54,7 @@ export interface SessionHost {
    * Write this inflight record a little later (one batch for many sessions) unless the client
    * acknowledges it first; the promise settles with whichever comes first.
    */
-  deferInflight(session: Session, record: InflightRecord, write: DeferredWrite): void;
+  deferInflight(session: Session, packetId: number, delivery: Delivery, write: DeferredWrite): void;
   /** Timer wheel callback of a disconnected session (will delay, expiry); returns the next deadline or 0. */
   onDeadline(session: Session, now: number): number;
   /** A storage call of this session failed. */
@@ -208,7 +208,6 @@ export class Session implements WheelEntry {
     const direct = link !== undefined && this.loaded && this.inboxBacklog === 0 && !this.pumping && link.writable();
     if (direct && this.inflight.size < link.receiveMaximum) {
       const packetId = this.allocatePacketId();
-      const record: InflightRecord = { packetId, phase: 'publish', message: toInboxMessage(d) };
       if (d.qos === 1) {
         // QoS 1 to a connected client: its PUBACK usually comes before a disk write would, and a
         // message the client acknowledged needs none. The publisher is acknowledged when either
@@ -218,12 +217,12 @@ export class Session implements WheelEntry {
           deferred = { state: 'waiting', resolve, reject };
         });
         this.inflight.set(packetId, { delivery: d, phase: 'publish', deferred });
-        this.host.deferInflight(this, record, deferred);
+        this.host.deferInflight(this, packetId, d, deferred);
         if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
         return settled;
       }
       this.inflight.set(packetId, { delivery: d, phase: 'publish' });
-      const written = this.host.persistence.putInflight(this, [record]);
+      const written = this.host.persistence.putInflight(this, [{ packetId, phase: 'publish', message: toInboxMessage(d) }]);
       if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
       return written;
     }
