@@ -96,6 +96,8 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   private parser: mqtt.Parser | undefined;
   private readonly connectDeadline: number;
   private corked = false;
+  /** Reading is paused by {@link slowDown}. */
+  private slowed = false;
   /** Acknowledgements waiting for storage writes, in PUBLISH order. */
   private ackQueue: PendingAck[] | undefined;
   /** The frame mqtt-packet is parsing (its handlers run synchronously inside parse). */
@@ -278,6 +280,21 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
         // Packets only a server sends (CONNACK, SUBACK, ...) are a protocol error from a client.
         this.protocolError(RC.ProtocolError, `unexpected ${packet.cmd}`, 'protocolViolation');
     }
+  }
+
+  /**
+   * Stop reading the socket for a while (the tenant's inbound bandwidth quota is exhausted): the
+   * client is slowed by TCP flow control, nothing is dropped (ARCHITECTURE §5 "slowed reading").
+   */
+  slowDown(ms: number): boolean {
+    if (this.slowed || this.state === 'closed') return false;
+    this.slowed = true;
+    this.socket.pause();
+    setTimeout(() => {
+      this.slowed = false;
+      if (this.state !== 'closed' && this.held === undefined) this.socket.resume();
+    }, ms).unref();
+    return true;
   }
 
   /** Hold further frames until `work` settles (a plugin answered asynchronously). */

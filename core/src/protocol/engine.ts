@@ -6,6 +6,7 @@ import type {
   EventType,
   InflightRecord,
   QoS,
+  ResourceType,
   SessionRecord,
   SettingName,
   SettingValue,
@@ -176,6 +177,40 @@ export class Engine implements SessionHost {
     );
   }
 
+  // ---- tenant usage and quotas ----
+
+  /**
+   * Count a new subscription in the tenant's usage (shared, persistent or transient) if the
+   * throttler still has room for it; false when the quota is exhausted (SUBACK 0x97 / v3 0x80).
+   */
+  claimSubscription(session: Session, filter: string): boolean {
+    const resource: ResourceType =
+      filter.startsWith('$share/') || filter.startsWith('$oshare/')
+        ? 'TotalSharedSubscriptions'
+        : session.expirySeconds > 0
+          ? 'TotalPersistentSubscriptions'
+          : 'TotalTransientSubscriptions';
+    if (!this.hasResource(session.client, resource)) return false;
+    this.usage.add(session.tenantId, resource, 1);
+    session.countedSubscriptions.set(filter, resource);
+    return true;
+  }
+
+  /** A subscription is gone: take it out of the tenant's usage. */
+  releaseSubscription(session: Session, filter: string): void {
+    const resource = session.countedSubscriptions.get(filter);
+    if (resource === undefined) return;
+    session.countedSubscriptions.delete(filter);
+    this.usage.add(session.tenantId, resource, -1);
+  }
+
+  /** Whether the tenant still has a resource; reports `resourceExhausted` when not. */
+  hasResource(client: ClientInfo, resource: ResourceType): boolean {
+    if (this.throttler.hasResource(client.tenantId, resource)) return true;
+    this.emit('resourceExhausted', client, { resource });
+    return false;
+  }
+
   // ---- sessions ----
 
   createSession(client: ClientInfo, expirySeconds: number): Session {
@@ -235,10 +270,12 @@ export class Engine implements SessionHost {
       tenant.unsubscribeAll(session.clientId);
       this.dist.dropIfEmpty(session.tenantId);
     }
+    for (const filter of [...session.countedSubscriptions.keys()]) this.releaseSubscription(session, filter);
     session.subscriptions.clear();
     session.clearState();
     if (session.stored) {
       session.stored = false;
+      this.usage.add(session.tenantId, 'TotalPersistentSessions', -1);
       this.persistence.deleteSession(session).catch((err: unknown) => this.storageFailed(session, 'session delete', err));
     }
     this.emit('sessionStopped', session.client, {});
@@ -338,6 +375,7 @@ export class Engine implements SessionHost {
 
   /** Write a persistent session's record (subscriptions, will, expiry); `disconnectedAt` when it is offline. */
   saveSession(session: Session, disconnectedAt?: number): Promise<void> {
+    if (!session.stored) this.usage.add(session.tenantId, 'TotalPersistentSessions', 1);
     session.stored = true;
     return this.persistence.saveRecord(session, disconnectedAt).catch((err: unknown) => {
       this.storageFailed(session, 'session save', err);
@@ -385,9 +423,14 @@ export class Engine implements SessionHost {
     session.stored = true;
     session.loaded = false;
     const tenant = this.dist.tenant(r.tenantId);
+    this.usage.add(r.tenantId, 'TotalPersistentSessions', 1);
     for (const sub of r.subscriptions) {
       session.subscriptions.set(sub.filter, sub);
       tenant.subscribe({ subscriber: session, clientId: r.clientId, filter: sub.filter, options: sub });
+      const resource: ResourceType =
+        sub.filter.startsWith('$share/') || sub.filter.startsWith('$oshare/') ? 'TotalSharedSubscriptions' : 'TotalPersistentSubscriptions';
+      this.usage.add(r.tenantId, resource, 1);
+      session.countedSubscriptions.set(sub.filter, resource);
     }
     const wasConnected = r.disconnectedAt === undefined;
     const since = r.disconnectedAt ?? now;

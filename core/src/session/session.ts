@@ -1,4 +1,4 @@
-import type { ClientInfo, InflightRecord, ProtocolVersion, QoS, SubscriptionRecord } from '@bifro/spi';
+import type { ClientInfo, InflightRecord, ProtocolVersion, QoS, ResourceType, SubscriptionRecord } from '@bifro/spi';
 import type { WheelEntry } from './timer-wheel';
 import type { Message } from './message';
 import { fromInboxMessage, toInboxMessage, type SessionPersistence } from './session-persistence';
@@ -94,6 +94,8 @@ export class Session implements WheelEntry {
   expireAt = 0;
   /** When the client last disconnected (ms since epoch). */
   disconnectedAt = 0;
+  /** How each subscription was counted in the tenant's usage (transient, persistent or shared). */
+  readonly countedSubscriptions = new Map<string, ResourceType>();
   /** Whether the session's record is in storage (it was persistent at some point). */
   stored = false;
   /** false for a session restored from storage until its inflight state is read back. */

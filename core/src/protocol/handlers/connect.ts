@@ -306,6 +306,14 @@ async function finishConnect(
   }
   session.will = will;
   conn.session = session;
+  if (expiry > 0 && !session.stored && !engine.hasResource(client, 'TotalPersistentSessions')) {
+    // No room for another persistent session in this tenant: CONNACK 0x97 / v3 0x03.
+    engine.usage.add(tenantId, 'TotalConnections', -1);
+    conn.session = undefined;
+    if (existing === undefined) engine.endSession(session);
+    refuse(conn, RC.QuotaExceeded, RC3.ServerUnavailable, 'tenant persistent session quota exhausted');
+    return;
+  }
   if (expiry > 0 || session.stored) {
     // A persistent session is written through storage from now until it ends, and its record
     // (will, expiry) is on disk before CONNACK says the session exists.

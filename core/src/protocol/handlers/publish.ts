@@ -130,6 +130,9 @@ function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed:
     client.clientId,
   );
   engine.usage.count(client.tenantId, 'TotalInboundBytesPerSecond', p.payload.length, engine.wheel.now);
+  if (!engine.throttler.hasResource(client.tenantId, 'TotalInboundBytesPerSecond') && conn.slowDown(INBOUND_SLOWDOWN_MS)) {
+    engine.emit('resourceExhausted', client, { resource: 'TotalInboundBytesPerSecond' });
+  }
   if (p.qos === 0) {
     if (p.retain) engine.retainMessage(client, msg).catch(() => undefined);
     engine.publish(client.tenantId, msg);
@@ -148,6 +151,9 @@ function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed:
   const wait = waits.length === 0 ? undefined : waits.length === 1 ? waits[0] : Promise.all(waits);
   conn.ackAfter(p.qos === 1 ? 4 : 5, p.packetId, matched === 0 && conn.v5 ? RC_NO_MATCHING_SUBSCRIBERS : 0, wait);
 }
+
+/** How long reading pauses when the tenant's inbound bytes per second are used up. */
+const INBOUND_SLOWDOWN_MS = 100;
 
 /** v5 PUBACK/PUBREC 0x10: accepted, but nobody subscribes. */
 const RC_NO_MATCHING_SUBSCRIBERS = 0x10;

@@ -42,8 +42,11 @@ export function handleSubscribe(conn: MqttConnection, packet: ISubscribePacket):
       return;
     }
   }
-  const tooMany = subs.length > engine.setting(tenantId, 'MaxTopicFiltersPerSub');
-  if (tooMany) engine.emit('tooLargeSubscription', client, { filters: subs.length });
+  engine.usage.count(tenantId, 'TotalSubscribePerSecond', subs.length, engine.wheel.now);
+  const tooLarge = subs.length > engine.setting(tenantId, 'MaxTopicFiltersPerSub');
+  if (tooLarge) engine.emit('tooLargeSubscription', client, { filters: subs.length });
+  // Too many filters in one packet, or the tenant's subscribe rate exhausted: every filter gets 0x97.
+  const tooMany = tooLarge || !engine.hasResource(client, 'TotalSubscribePerSecond');
 
   const codes: number[] = new Array<number>(subs.length);
   const checks: (Promise<boolean> | boolean)[] = [];
@@ -117,6 +120,11 @@ function finish(
       codes[i] = conn.v5 ? RC.QuotaExceeded : V3_FAILURE;
       return;
     }
+    // The tenant's subscription quota (ARCHITECTURE §5): SUBACK 0x97 / v3 0x80.
+    if (isNew && !engine.claimSubscription(session, s.topic)) {
+      codes[i] = conn.v5 ? RC.QuotaExceeded : V3_FAILURE;
+      return;
+    }
     const record: SubscriptionRecord = {
       filter: s.topic,
       qos: codes[i] as QoS,
@@ -130,6 +138,7 @@ function finish(
       { maxGroupMembers },
     );
     if (result.rejected !== undefined) {
+      if (isNew) engine.releaseSubscription(session, s.topic);
       codes[i] = conn.v5 ? (result.rejected === 'group-full' ? RC.QuotaExceeded : RC.TopicFilterInvalid) : V3_FAILURE;
       return;
     }
@@ -155,6 +164,7 @@ function finish(
         if (g.isNew) {
           session.subscriptions.delete(g.record.filter);
           tenant.unsubscribe(client.clientId, g.record.filter);
+          engine.releaseSubscription(session, g.record.filter);
         }
       }
       for (let i = 0; i < codes.length; i++) if (codes[i]! < 0x80) codes[i] = conn.v5 ? RC.UnspecifiedError : V3_FAILURE;

@@ -20,6 +20,7 @@ export function handleUnsubscribe(conn: MqttConnection, packet: IUnsubscribePack
   }
   if (filters.length > engine.setting(client.tenantId, 'MaxTopicFiltersPerSub'))
     engine.emit('tooLargeUnsubscription', client, { filters: filters.length });
+  engine.usage.count(client.tenantId, 'TotalUnsubscribePerSecond', filters.length, engine.wheel.now);
   const checks = filters.map((filter) => engine.acl.check(client, { type: 'unsubscribe', filter }));
   if (checks.some((c) => c instanceof Promise)) conn.hold(Promise.all(checks).then((allowed) => finish(conn, packet, allowed)));
   else finish(conn, packet, checks as boolean[]);
@@ -38,6 +39,7 @@ function finish(conn: MqttConnection, packet: IUnsubscribePacket, allowed: reado
     }
     const existed = session.subscriptions.delete(filter);
     tenant?.unsubscribe(client.clientId, filter);
+    engine.releaseSubscription(session, filter);
     return existed ? 0 : NO_SUBSCRIPTION_EXISTED;
   });
   engine.dist.dropIfEmpty(client.tenantId);

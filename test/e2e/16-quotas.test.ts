@@ -1,0 +1,116 @@
+import path from 'node:path';
+import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import { REPO, startTestBroker, type TestBroker } from '../support/test-broker';
+
+/**
+ * Area 16, tenant quotas through the resource throttler (the first-party throttler-quota plugin)
+ * fed by the usage the broker keeps: connections (CONNACK 0x97 / v3 0x03), persistent sessions,
+ * subscriptions (SUBACK 0x97 / v3 0x80, released again on unsubscribe), inbound bytes per second
+ * (reading slowed, nothing dropped). The dev-only auth maps username `tenant/user` to the tenant.
+ */
+
+let tb: TestBroker;
+const clients: MqttClient[] = [];
+
+function connect(opts: IClientOptions): Promise<{ client: MqttClient; code: number }> {
+  return new Promise((resolve) => {
+    const client = mqtt.connect({ host: '127.0.0.1', port: tb.port, reconnectPeriod: 0, connectTimeout: 5000, ...opts });
+    clients.push(client);
+    client.once('connect', (connack) => resolve({ client, code: connack.reasonCode ?? connack.returnCode ?? 0 }));
+    client.once('error', (err: Error & { code?: number }) => resolve({ client, code: err.code ?? -1 }));
+  });
+}
+
+/** The SUBACK codes (MQTT.js rejects subscribeAsync when any filter failed). */
+function subscribeCodes(client: MqttClient, topics: Record<string, { qos: 0 | 1 | 2 }>): Promise<number[]> {
+  return new Promise((resolve) => {
+    client.subscribe(topics, (err, granted) => {
+      const packet = (err as (Error & { packet?: { granted?: number[] } }) | null)?.packet;
+      resolve(packet?.granted ?? (granted ?? []).map((g) => g.qos));
+    });
+  });
+}
+
+beforeAll(async () => {
+  tb = await startTestBroker(
+    [
+      'plugins:',
+      '  throttler:',
+      '    use: "@bifro/plugin-throttler-quota"',
+      '    options:',
+      '      tenants:',
+      '        conn: { TotalConnections: 1 }',
+      '        subs: { TotalTransientSubscriptions: 2, TotalSharedSubscriptions: 1 }',
+      '        subs4: { TotalTransientSubscriptions: 1 }',
+      '        pers: { TotalPersistentSessions: 1 }',
+      '        slow: { TotalInboundBytesPerSecond: 20000 }',
+    ].join('\n'),
+    { pluginsDir: path.join(REPO, 'plugins') },
+  );
+});
+afterEach(() => {
+  for (const c of clients.splice(0)) c.end(true);
+});
+afterAll(() => tb.stop());
+
+describe('16 quotas', () => {
+  it.each([
+    [5, 0x97],
+    [4, 3],
+  ] as const)(
+    'refuses a connection over the tenant connection quota (v%s → %s), and admits one again when a slot frees',
+    async (protocolVersion, code) => {
+      const first = await connect({ protocolVersion, clientId: `c1-${protocolVersion}`, username: 'conn/a' });
+      expect(first.code).toBe(0);
+      expect((await connect({ protocolVersion, clientId: `c2-${protocolVersion}`, username: 'conn/b' })).code).toBe(code);
+      expect((await connect({ protocolVersion, clientId: `other-${protocolVersion}`, username: 'free/a' })).code).toBe(0);
+      await first.client.endAsync();
+      await new Promise((r) => setTimeout(r, 50));
+      expect((await connect({ protocolVersion, clientId: `c3-${protocolVersion}`, username: 'conn/c' })).code).toBe(0);
+    },
+  );
+
+  it('refuses subscriptions over the quota with 0x97, and counts an unsubscribe back', async () => {
+    const { client } = await connect({ protocolVersion: 5, clientId: 's1', username: 'subs/a' });
+    expect(await subscribeCodes(client, { 'q/1': { qos: 1 }, 'q/2': { qos: 1 }, 'q/3': { qos: 1 } })).toEqual([1, 1, 0x97]);
+    await client.unsubscribeAsync('q/1');
+    expect(await subscribeCodes(client, { 'q/3': { qos: 1 } })).toEqual([1]);
+    expect(await subscribeCodes(client, { '$share/g/q/a': { qos: 0 }, '$share/g/q/b': { qos: 0 } })).toEqual([0, 0x97]);
+  });
+
+  it('refuses subscriptions over the quota on v3.1.1 with 0x80', async () => {
+    const { client } = await connect({ protocolVersion: 4, clientId: 's4', username: 'subs4/b' });
+    expect(await subscribeCodes(client, { 'r/1': { qos: 0 }, 'r/2': { qos: 0 }, 'r/3': { qos: 0 } })).toEqual([0, 0x80, 0x80]);
+  });
+
+  it('refuses a persistent session over the quota with 0x97, but not a clean one', async () => {
+    const persistent = (clientId: string): IClientOptions => ({
+      protocolVersion: 5,
+      clientId,
+      clean: false,
+      username: 'pers/a',
+      properties: { sessionExpiryInterval: 60 },
+    });
+    expect((await connect(persistent('p1'))).code).toBe(0);
+    expect((await connect(persistent('p2'))).code).toBe(0x97);
+    expect((await connect({ protocolVersion: 5, clientId: 'p3', username: 'pers/b' })).code).toBe(0);
+    // The existing persistent session itself can always come back.
+    expect((await connect(persistent('p1'))).code).toBe(0);
+  });
+
+  it('slows the reading of a tenant over its inbound bytes per second, and drops nothing', async () => {
+    const { client: sub } = await connect({ protocolVersion: 5, clientId: 'slow-sub', username: 'slow/s' });
+    const got: string[] = [];
+    sub.on('message', (_t, payload) => got.push(payload.subarray(0, 4).toString()));
+    await sub.subscribeAsync('slow/t', { qos: 0 });
+    const { client: pub } = await connect({ protocolVersion: 5, clientId: 'slow-pub', username: 'slow/p' });
+    const started = Date.now();
+    for (let i = 0; i < 8; i++)
+      pub.publish('slow/t', Buffer.concat([Buffer.from(`m${i}`.padEnd(4, '_')), Buffer.alloc(10_000)]), { qos: 0 });
+    const deadline = Date.now() + 8000;
+    while (got.length < 8 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(got).toEqual(Array.from({ length: 8 }, (_, i) => `m${i}`.padEnd(4, '_')));
+    // 80 KB at 20 KB/s cannot all be read at once: the reads were paused at least once.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(90);
+  });
+});
