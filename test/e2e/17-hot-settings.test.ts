@@ -1,0 +1,100 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import { REPO, startTestBroker, type TestBroker } from '../support/test-broker';
+
+/**
+ * Area 17, per-tenant settings changed while the broker runs: the settings-file plugin watches its
+ * YAML file and the broker applies a change within 2 s, without a restart; an invalid edit is
+ * refused with a warning and the previous value stays. Two tenants see their own values.
+ */
+
+let tb: TestBroker;
+let dir: string;
+let file: string;
+const clients: MqttClient[] = [];
+
+function connect(opts: IClientOptions): Promise<{ client: MqttClient; code: number }> {
+  return new Promise((resolve) => {
+    const client = mqtt.connect({
+      host: '127.0.0.1',
+      port: tb.port,
+      reconnectPeriod: 0,
+      connectTimeout: 5000,
+      protocolVersion: 5,
+      ...opts,
+    });
+    clients.push(client);
+    client.once('connect', (connack) => resolve({ client, code: connack.reasonCode ?? 0 }));
+    client.once('error', (err: Error & { code?: number }) => resolve({ client, code: err.code ?? -1 }));
+  });
+}
+
+/** Publish QoS 1 and report the PUBACK code, or the DISCONNECT reason when the broker closed the connection. */
+function publishOutcome(client: MqttClient, topic: string): Promise<string> {
+  return new Promise((resolve) => {
+    client.once('disconnect', (packet) => resolve(`disconnect ${packet.reasonCode ?? 0}`));
+    client.publish(topic, 'x', { qos: 1 }, (err) => resolve(err === undefined || err === null ? 'ok' : `error ${err.message}`));
+  });
+}
+
+async function waitFor(check: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await check()) return true;
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'bifro-hot-'));
+  file = path.join(dir, 'settings.yml');
+  writeFileSync(file, 'tenants:\n  hot:\n    MaxTopicLevels: 3\n    MQTT3Enabled: true\n');
+  tb = await startTestBroker(
+    `plugins:\n  settings:\n    use: "@bifro/plugin-settings-file"\n    options: { file: ${JSON.stringify(file)}, pollMs: 100 }`,
+    {
+      pluginsDir: path.join(REPO, 'plugins'),
+    },
+  );
+});
+afterEach(() => {
+  for (const c of clients.splice(0)) c.end(true);
+});
+afterAll(async () => {
+  await tb.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('17 hot settings', () => {
+  it('applies MaxTopicLevels of one tenant within 2 s of a file edit, and leaves the other tenant alone', async () => {
+    const { client: hot } = await connect({ clientId: 'hot-1', username: 'hot/u' });
+    expect(await publishOutcome(hot, 'a/b/c/d')).toBe('disconnect 144'); // 0x90 topic name invalid
+    const { client: cool } = await connect({ clientId: 'cool-1', username: 'cool/u' });
+    expect(await publishOutcome(cool, 'a/b/c/d')).toBe('ok');
+
+    writeFileSync(file, 'tenants:\n  hot:\n    MaxTopicLevels: 8\n');
+    const started = Date.now();
+    const applied = await waitFor(async () => {
+      const { client } = await connect({ clientId: `hot-${Date.now()}`, username: 'hot/u' });
+      return (await publishOutcome(client, 'a/b/c/d')) === 'ok';
+    }, 3000);
+    expect(applied).toBe(true);
+    expect(Date.now() - started).toBeLessThan(2500);
+  });
+
+  it('turns MQTT 3.1.1 off for a tenant at the next CONNECT, and refuses an invalid edit keeping the previous value', async () => {
+    writeFileSync(file, 'tenants:\n  hot:\n    MQTT4Enabled: false\n');
+    const refused = await waitFor(
+      async () => (await connect({ protocolVersion: 4, clientId: `v4-${Date.now()}`, username: 'hot/u' })).code === 1,
+      3000,
+    );
+    expect(refused).toBe(true);
+    writeFileSync(file, 'tenants:\n  hot:\n    MQTT4Enabled: "no"\n');
+    await new Promise((r) => setTimeout(r, 1200));
+    expect((await connect({ protocolVersion: 4, clientId: 'v4-still-off', username: 'hot/u' })).code).toBe(1);
+    expect(tb.logs.some((l) => typeof l.msg === 'string' && l.msg.includes('MQTT4Enabled') && l.level === 40)).toBe(true);
+    expect((await connect({ protocolVersion: 4, clientId: 'v4-other-tenant', username: 'cool/u' })).code).toBe(0);
+  });
+});
