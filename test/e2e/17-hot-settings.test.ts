@@ -98,3 +98,25 @@ describe('17 hot settings', () => {
     expect((await connect({ protocolVersion: 4, clientId: 'v4-other-tenant', username: 'cool/u' })).code).toBe(0);
   });
 });
+
+describe('17 broken settings plugin', () => {
+  it('falls back to the registry defaults with a warning when an optional settings plugin cannot load', async () => {
+    const broken = await startTestBroker(
+      'plugins:\n  settings:\n    use: "@bifro/plugin-settings-file"\n    required: false\n    options: { pollMs: "often" }',
+      { pluginsDir: path.join(REPO, 'plugins') },
+    );
+    try {
+      const warning = broken.logs.find((l) => l.level === 40 && typeof l.msg === 'string' && l.msg.includes('@bifro/plugin-settings-file'));
+      expect(warning).toBeDefined();
+      expect(broken.broker.plugins.find((p) => p.kinds.includes('settings'))?.name).toBe('@bifro/core:registry-default-settings');
+      const client = mqtt.connect({ host: '127.0.0.1', port: broken.port, reconnectPeriod: 0, protocolVersion: 5, clientId: 'fallback' });
+      clients.push(client);
+      await new Promise((resolve) => client.once('connect', resolve));
+      // MaxTopicLevels is at its registry default (128): a deep topic is fine.
+      expect(await publishOutcome(client, 'a/b/c/d/e/f/g/h/i/j')).toBe('ok');
+    } finally {
+      for (const c of clients.splice(0)) c.end(true);
+      await broken.stop();
+    }
+  });
+});
