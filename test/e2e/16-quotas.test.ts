@@ -114,3 +114,44 @@ describe('16 quotas', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(90);
   });
 });
+
+describe('16 fan-out caps (tenant settings)', () => {
+  let capped: TestBroker;
+  beforeAll(async () => {
+    capped = await startTestBroker(
+      'plugins:\n  settings:\n    use: "@fixtures/valid-settings"\n    options: { values: { fan: { MaxPersistentFanout: 2 } } }',
+    );
+  });
+  afterAll(() => capped.stop());
+
+  it('queues one message for at most MaxPersistentFanout offline persistent sessions', async () => {
+    const open = (clientId: string, onMessage?: () => void): Promise<MqttClient> =>
+      new Promise((resolve, reject) => {
+        const client = mqtt.connect({
+          host: '127.0.0.1',
+          port: capped.port,
+          reconnectPeriod: 0,
+          protocolVersion: 5,
+          clientId,
+          username: 'fan/u',
+          clean: false,
+          properties: { sessionExpiryInterval: 300 },
+        });
+        clients.push(client);
+        if (onMessage) client.on('message', onMessage);
+        client.once('connect', () => resolve(client));
+        client.once('error', reject);
+      });
+    for (const id of ['f1', 'f2', 'f3']) {
+      const c = await open(id);
+      await c.subscribeAsync('fan/t', { qos: 1 });
+      await c.endAsync();
+    }
+    const pub = await open('fan-pub');
+    await pub.publishAsync('fan/t', 'once', { qos: 1 });
+    let received = 0;
+    for (const id of ['f1', 'f2', 'f3']) await open(id, () => received++);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(received).toBe(2);
+  });
+});

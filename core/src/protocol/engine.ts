@@ -136,6 +136,10 @@ export class Engine implements SessionHost {
     const match = tenant.match(msg.topic);
     let count = 0;
     const publisher = msg.publisherClientId;
+    // Offline persistent sessions this message is queued for, against MaxPersistentFanout(Bytes),
+    // read only when the first offline persistent subscriber comes up.
+    let offline = 0;
+    let maxOffline = -1;
     for (const d of match.direct) {
       let m = d;
       if (d.clientId === publisher) {
@@ -143,6 +147,15 @@ export class Engine implements SessionHost {
         const local = d.localAllowed;
         if (local === undefined) continue;
         m = local;
+      }
+      const subscriber = m.subscriber;
+      if (!subscriber.connected && subscriber.persistent) {
+        if (maxOffline < 0) maxOffline = this.persistentFanoutLimit(tenantId, msg);
+        if (++offline > maxOffline) {
+          if (offline === maxOffline + 1)
+            this.emit('pubDropped', undefined, () => ({ tenantId, topic: msg.topic, reason: 'MaxPersistentFanout' }));
+          continue;
+        }
       }
       const qos = (m.qos < msg.qos ? m.qos : msg.qos) as QoS;
       // Live deliveries carry RETAIN 0 unless Retain As Published [MQTT-3.3.1-12], [MQTT-3.3.1-13].
@@ -163,6 +176,12 @@ export class Engine implements SessionHost {
       count++;
     }
     return count;
+  }
+
+  /** How many offline persistent sessions one message may be queued for (MaxPersistentFanout and MaxPersistentFanoutBytes). */
+  private persistentFanoutLimit(tenantId: string, msg: Message): number {
+    const bySize = Math.floor(this.settings.get(tenantId, 'MaxPersistentFanoutBytes') / Math.max(1, msg.size));
+    return Math.min(this.settings.get(tenantId, 'MaxPersistentFanout'), bySize);
   }
 
   /** Store or clear a retained message; failures are logged and reported, the live delivery is unaffected. Resolves when stored. */
