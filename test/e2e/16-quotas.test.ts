@@ -44,6 +44,7 @@ beforeAll(async () => {
       '        subs4: { TotalTransientSubscriptions: 1 }',
       '        pers: { TotalPersistentSessions: 1 }',
       '        slow: { TotalInboundBytesPerSecond: 20000 }',
+      '        ret: { TotalRetainTopics: 1 }',
     ].join('\n'),
     { pluginsDir: path.join(REPO, 'plugins') },
   );
@@ -96,6 +97,26 @@ describe('16 quotas', () => {
     expect((await connect({ protocolVersion: 5, clientId: 'p3', username: 'pers/b' })).code).toBe(0);
     // The existing persistent session itself can always come back.
     expect((await connect(persistent('p1'))).code).toBe(0);
+  });
+
+  it('ignores a retained message over the retained-topics quota but still delivers it; a replacement stays allowed', async () => {
+    const live: string[] = [];
+    const { client: watcher } = await connect({ protocolVersion: 5, clientId: 'ret-watch', username: 'ret/w' });
+    watcher.on('message', (t, p) => live.push(`${t}=${p.toString()}`));
+    await watcher.subscribeAsync('ret/#', { qos: 1 });
+    const { client: pub } = await connect({ protocolVersion: 5, clientId: 'ret-pub', username: 'ret/p' });
+    await pub.publishAsync('ret/a', 'a1', { qos: 1, retain: true });
+    await pub.publishAsync('ret/b', 'b1', { qos: 1, retain: true }); // over the quota: not retained
+    await pub.publishAsync('ret/a', 'a2', { qos: 1, retain: true }); // replaces ret/a: allowed
+    const deadline = Date.now() + 3000;
+    while (live.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(live).toEqual(['ret/a=a1', 'ret/b=b1', 'ret/a=a2']);
+    const retained: string[] = [];
+    const { client: late } = await connect({ protocolVersion: 5, clientId: 'ret-late', username: 'ret/l' });
+    late.on('message', (t, p, packet) => retained.push(`${t}=${p.toString()}:${packet.retain}`));
+    await late.subscribeAsync('ret/#', { qos: 1 });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(retained).toEqual(['ret/a=a2:true']);
   });
 
   it('slows the reading of a tenant over its inbound bytes per second, and drops nothing', async () => {

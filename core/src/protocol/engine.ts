@@ -62,6 +62,8 @@ export class Engine implements SessionHost {
   /** Set when the broker is shutting down: connections closing now are the server's doing. */
   shuttingDown = false;
   private readonly limitsCache = new Map<string, TopicLimits>();
+  /** Tenants whose retained totals were read from storage into their usage. */
+  private readonly retainedTotalsLoaded = new Set<string>();
   /** Inflight records waiting to be written (see deferInflight), and the timer that writes them. */
   private deferred: { session: Session; packetId: number; delivery: Delivery; write: DeferredWrite }[] = [];
   private deferTimer: NodeJS.Timeout | undefined;
@@ -186,14 +188,70 @@ export class Engine implements SessionHost {
 
   /** Store or clear a retained message; failures are logged and reported, the live delivery is unaffected. Resolves when stored. */
   retainMessage(client: ClientInfo, msg: Message): Promise<void> {
-    return this.retain.apply(client.tenantId, msg).then(
-      (what) => this.emit(what === 'retained' ? 'msgRetained' : 'retainMsgCleared', client, { topic: msg.topic, size: msg.payload.length }),
+    const allowed = msg.payload.length === 0 || this.retainAllowed(client, msg);
+    if (allowed === true) return this.storeRetained(client, msg);
+    if (allowed === false) return Promise.resolve();
+    // Decided asynchronously (a quota lookup): subscriptions made meanwhile still wait for it.
+    const decided = allowed.then((ok) => (ok ? this.storeRetained(client, msg) : undefined));
+    this.retain.track(client.tenantId, decided);
+    return decided;
+  }
+
+  private storeRetained(client: ClientInfo, msg: Message): Promise<void> {
+    const tenantId = client.tenantId;
+    return this.retain.apply(tenantId, msg).then(
+      (what) => {
+        this.emit(what === 'retained' ? 'msgRetained' : 'retainMsgCleared', client, { topic: msg.topic, size: msg.payload.length });
+        this.refreshRetainedTotals(tenantId);
+      },
       (err: unknown) => {
-        this.logger.error({ tenantId: client.tenantId, topic: msg.topic, err: describeError(err) }, 'retained message not stored');
+        this.logger.error({ tenantId, topic: msg.topic, err: describeError(err) }, 'retained message not stored');
         this.emit('msgRetainedError', client, { topic: msg.topic, error: describeError(err) });
         throw err;
       },
     );
+  }
+
+  /**
+   * The tenant's retained quotas (ARCHITECTURE §5): over them the message is not retained but
+   * still delivered. The rates are checked at once; when the topics or bytes gauge is at its
+   * quota, replacing a topic that already has a retained message stays allowed for the topics
+   * quota (a lookup decides), not for the bytes quota.
+   */
+  private retainAllowed(client: ClientInfo, msg: Message): boolean | Promise<boolean> {
+    const tenantId = client.tenantId;
+    const now = this.wheel.now;
+    this.usage.count(tenantId, 'TotalRetainMessagesPerSecond', 1, now);
+    this.usage.count(tenantId, 'TotalRetainBytesPerSecond', msg.size, now);
+    if (!this.hasResource(client, 'TotalRetainMessagesPerSecond') || !this.hasResource(client, 'TotalRetainBytesPerSecond')) return false;
+    if (!this.retainedTotalsLoaded.has(tenantId)) {
+      return this.loadRetainedTotals(tenantId).then(() => this.retainGaugesAllow(client, msg));
+    }
+    return this.retainGaugesAllow(client, msg);
+  }
+
+  private retainGaugesAllow(client: ClientInfo, msg: Message): boolean | Promise<boolean> {
+    if (!this.hasResource(client, 'TotalRetainedBytes')) return false;
+    if (this.throttler.hasResource(client.tenantId, 'TotalRetainTopics')) return true;
+    return this.retain.has(client.tenantId, msg.topic).then((replacing) => {
+      if (!replacing) this.emit('resourceExhausted', client, { resource: 'TotalRetainTopics' });
+      return replacing;
+    });
+  }
+
+  private loadRetainedTotals(tenantId: string): Promise<void> {
+    return this.retain.totals(tenantId).then(
+      (t) => {
+        this.retainedTotalsLoaded.add(tenantId);
+        this.usage.set(tenantId, 'TotalRetainTopics', t.topics);
+        this.usage.set(tenantId, 'TotalRetainedBytes', t.bytes);
+      },
+      (err: unknown) => this.logger.warn({ tenantId, err: describeError(err) }, 'retained totals not read'),
+    );
+  }
+
+  private refreshRetainedTotals(tenantId: string): void {
+    void this.loadRetainedTotals(tenantId);
   }
 
   // ---- tenant usage and quotas ----

@@ -67,12 +67,27 @@ export class RetainService {
       msg.payload.length === 0
         ? this.storage.retained.delete(tenantId, msg.topic).then(() => 'cleared' as const)
         : this.storage.retained.put(tenantId, toStored(msg)).then(() => 'retained' as const);
-    this.lastWrite.set(tenantId, write);
-    const forget = (): void => {
-      if (this.lastWrite.get(tenantId) === write) this.lastWrite.delete(tenantId);
-    };
-    write.then(forget, forget);
+    this.track(tenantId, write);
     return write;
+  }
+
+  /** Make matches of the tenant wait for `work` too (a retained write that is still being decided). */
+  track(tenantId: string, work: Promise<unknown>): void {
+    this.lastWrite.set(tenantId, work);
+    const forget = (): void => {
+      if (this.lastWrite.get(tenantId) === work) this.lastWrite.delete(tenantId);
+    };
+    work.then(forget, forget);
+  }
+
+  /** Whether a topic has a retained message. */
+  async has(tenantId: string, topic: string): Promise<boolean> {
+    return (await this.storage.retained.get(tenantId, topic)) !== undefined;
+  }
+
+  /** The tenant's retained topics and bytes, as the store counts them. */
+  totals(tenantId: string): Promise<{ topics: number; bytes: number }> {
+    return this.storage.retained.totals(tenantId);
   }
 
   /** Retained messages matching a filter, expired ones left out, at most `limit`. */

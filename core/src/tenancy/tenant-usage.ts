@@ -27,6 +27,11 @@ export class TenantUsage implements TenantUsageReader {
     this.values(tenantId)[RESOURCE_INDEX.get(resource)!] += delta;
   }
 
+  /** Set a gauge (e.g. from totals a store reports). */
+  set(tenantId: string, resource: ResourceType, value: number): void {
+    this.values(tenantId)[RESOURCE_INDEX.get(resource)!] = value;
+  }
+
   /** Count `amount` into the current one-second window of a rate. */
   count(tenantId: string, resource: ResourceType, amount: number, now: number): void {
     const values = this.values(tenantId);
