@@ -209,6 +209,11 @@ export type ParsedSubscription =
   | { readonly shareKind: 'none'; readonly group?: undefined; readonly topicFilter: string }
   | { readonly shareKind: 'share' | 'oshare'; readonly group: string; readonly topicFilter: string };
 
+/** Whether a filter as sent is a shared (`$share/`) or ordered shared (`$oshare/`) subscription. */
+export function isSharedFilter(filter: string): boolean {
+  return filter.startsWith('$share/') || filter.startsWith('$oshare/');
+}
+
 /** The marker {@link parseSubscription} returns for bad share syntax. */
 export interface MalformedShare {
   readonly shareKind: 'malformed';

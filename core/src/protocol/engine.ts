@@ -19,7 +19,7 @@ import { PLUGIN_TOKENS } from '../plugin-host/tokens';
 import type { PluginHost } from '../plugin-host/managers';
 import { Dist } from '../dist/dist';
 import { pickMember } from '../dist/tenant-dist';
-import type { TopicLimits } from '../dist/topic';
+import { isSharedFilter, type TopicLimits } from '../dist/topic';
 import { RetainService } from '../retain/retain-service';
 import { Message } from '../session/message';
 import { Session, type DeferredWrite, type Delivery, type SessionHost } from '../session/session';
@@ -37,10 +37,8 @@ const DEFER_INFLIGHT_MS = 25;
 /** Session Expiry Interval meaning "never" (§3.1.2). */
 export const NEVER_EXPIRES = 0xffffffff;
 
-/** The key of a session: the same client id in two tenants is two sessions. */
-export function sessionKey(tenantId: string, clientId: string): string {
-  return tenantId + '\u0000' + clientId;
-}
+// Sessions are keyed by sessionListKey(tenantId, clientId) from @bifro/spi: the same client id in
+// two tenants is two sessions, and the key sorts like the storage listing.
 
 /**
  * The broker's engine: sessions, the per-tenant subscription index, retained messages and the
@@ -261,12 +259,7 @@ export class Engine implements SessionHost {
    * throttler still has room for it; false when the quota is exhausted (SUBACK 0x97 / v3 0x80).
    */
   claimSubscription(session: Session, filter: string): boolean {
-    const resource: ResourceType =
-      filter.startsWith('$share/') || filter.startsWith('$oshare/')
-        ? 'TotalSharedSubscriptions'
-        : session.expirySeconds > 0
-          ? 'TotalPersistentSubscriptions'
-          : 'TotalTransientSubscriptions';
+    const resource = subscriptionResource(filter, session.expirySeconds > 0);
     if (!this.hasResource(session.client, resource)) return false;
     this.usage.add(session.tenantId, resource, 1);
     session.countedSubscriptions.set(filter, resource);
@@ -292,7 +285,7 @@ export class Engine implements SessionHost {
 
   createSession(client: ClientInfo, expirySeconds: number): Session {
     const session = new Session(
-      sessionKey(client.tenantId, client.clientId),
+      sessionListKey(client.tenantId, client.clientId),
       client,
       client.protocolVersion,
       expirySeconds,
@@ -496,7 +489,7 @@ export class Engine implements SessionHost {
       listener: '',
       attrs: {},
     };
-    const session = new Session(sessionKey(r.tenantId, r.clientId), client, r.protocolVersion, r.expirySeconds, r.createdAt, this);
+    const session = new Session(sessionListKey(r.tenantId, r.clientId), client, r.protocolVersion, r.expirySeconds, r.createdAt, this);
     session.stored = true;
     session.loaded = false;
     const tenant = this.dist.tenant(r.tenantId);
@@ -504,8 +497,7 @@ export class Engine implements SessionHost {
     for (const sub of r.subscriptions) {
       session.subscriptions.set(sub.filter, sub);
       tenant.subscribe({ subscriber: session, clientId: r.clientId, filter: sub.filter, options: sub });
-      const resource: ResourceType =
-        sub.filter.startsWith('$share/') || sub.filter.startsWith('$oshare/') ? 'TotalSharedSubscriptions' : 'TotalPersistentSubscriptions';
+      const resource = subscriptionResource(sub.filter, true);
       this.usage.add(r.tenantId, resource, 1);
       session.countedSubscriptions.set(sub.filter, resource);
     }
@@ -556,6 +548,12 @@ function nextDeadline(session: Session): number {
   if (a === 0) return b;
   if (b === 0) return a;
   return Math.min(a, b);
+}
+
+/** The usage resource a subscription counts against. */
+function subscriptionResource(filter: string, persistent: boolean): ResourceType {
+  if (isSharedFilter(filter)) return 'TotalSharedSubscriptions';
+  return persistent ? 'TotalPersistentSubscriptions' : 'TotalTransientSubscriptions';
 }
 
 /** Settle deferred writes that are still issued: resolved, or rejected with `err`. */

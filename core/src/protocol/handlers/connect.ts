@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
 import type { IConnackPacket, IConnectPacket } from 'mqtt-packet';
-import type { AuthRequest, ClientInfo, ProtocolVersion, QoS, UserProperties } from '@bifro/spi';
+import { sessionListKey, type AuthRequest, type ClientInfo, type ProtocolVersion, type QoS, type UserProperties } from '@bifro/spi';
 import type { MqttConnection } from '../connection';
-import { NEVER_EXPIRES, sessionKey } from '../engine';
+import { NEVER_EXPIRES } from '../engine';
 import { connackCodeForAuthReject, RC, RC3 } from '../reason-codes';
 import { validateTopicName } from '../../dist/topic';
 import { Message } from '../../session/message';
@@ -275,7 +275,7 @@ async function finishConnect(
   }
 
   // Session: take over a live connection [MQTT-3.1.4-3], end or resume the stored session [MQTT-3.1.2-4], [MQTT-3.1.2-5].
-  const key = sessionKey(tenantId, clientId);
+  const key = sessionListKey(tenantId, clientId);
   const live = engine.sessions.get(key)?.link;
   if (live !== undefined && live !== conn) {
     engine.emit('kicked', engine.sessions.get(key)!.client, { reason: 'session taken over' });

@@ -1,7 +1,7 @@
 import type { ISubackPacket, ISubscribePacket } from 'mqtt-packet';
 import type { QoS, SubscriptionRecord } from '@bifro/spi';
 import type { MqttConnection } from '../connection';
-import { checkSubscription } from '../../dist/topic';
+import { checkSubscription, hasWildcard, isSharedFilter } from '../../dist/topic';
 import type { Message } from '../../session/message';
 import { RC } from '../reason-codes';
 
@@ -37,7 +37,7 @@ export function handleSubscribe(conn: MqttConnection, packet: ISubscribePacket):
   }
   for (const s of subs) {
     // No Local on a shared subscription is a protocol error [MQTT-3.8.3-4].
-    if (s.nl === true && (s.topic.startsWith('$share/') || s.topic.startsWith('$oshare/'))) {
+    if (s.nl === true && isSharedFilter(s.topic)) {
       conn.protocolError(RC.ProtocolError, 'no local on a shared subscription', 'protocolViolation');
       return;
     }
@@ -73,7 +73,7 @@ export function handleSubscribe(conn: MqttConnection, packet: ISubscribePacket):
       fail(RC.SharedSubscriptionsNotSupported);
       continue;
     }
-    if (/[+#]/.test(check.parsed.topicFilter) && !engine.setting(tenantId, 'WildcardSubscriptionEnabled')) {
+    if (hasWildcard(check.parsed.topicFilter) && !engine.setting(tenantId, 'WildcardSubscriptionEnabled')) {
       fail(RC.WildcardSubscriptionsNotSupported);
       continue;
     }
@@ -143,7 +143,7 @@ function finish(
       return;
     }
     session.subscriptions.set(s.topic, record);
-    const g: Granted = { record, isNew, shared: s.topic.startsWith('$share/') || s.topic.startsWith('$oshare/') };
+    const g: Granted = { record, isNew, shared: isSharedFilter(s.topic) };
     // Live deliveries wait from now until this subscription's retained messages went out.
     if (wantsRetained(g)) session.holdForRetained();
     granted.push(g);
