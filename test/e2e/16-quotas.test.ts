@@ -1,12 +1,15 @@
 import path from 'node:path';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { REPO, startTestBroker, type TestBroker } from '../support/test-broker';
+import { expectPacket, rawConnect, sleep, waitUntil } from '../support/mqtt-helpers';
 
 /**
  * Area 16, tenant quotas through the resource throttler (the first-party throttler-quota plugin)
  * fed by the usage the broker keeps: connections (CONNACK 0x97 / v3 0x03), persistent sessions,
  * subscriptions (SUBACK 0x97 / v3 0x80, released again on unsubscribe), inbound bytes per second
- * (reading slowed, nothing dropped). The dev-only auth maps username `tenant/user` to the tenant.
+ * (reading slowed, nothing dropped), outbound bytes per second (deliveries wait), session memory
+ * and persistent inbox bytes (deliveries over them dropped), retained matches per second (the
+ * subscription is made without its retained messages). The dev-only auth maps username `tenant/user` to the tenant.
  */
 
 let tb: TestBroker;
@@ -45,6 +48,10 @@ beforeAll(async () => {
       '        pers: { TotalPersistentSessions: 1 }',
       '        slow: { TotalInboundBytesPerSecond: 20000 }',
       '        ret: { TotalRetainTopics: 1 }',
+      '        out: { TotalOutboundBytesPerSecond: 20000 }',
+      '        mem: { TotalSessionMemoryBytes: 30000 }',
+      '        box: { TotalPersistentSessionSpaceBytes: 25000 }',
+      '        match: { TotalRetainMatchPerSecond: 1 }',
     ].join('\n'),
     { pluginsDir: path.join(REPO, 'plugins') },
   );
@@ -133,6 +140,89 @@ describe('16 quotas', () => {
     expect(got).toEqual(Array.from({ length: 8 }, (_, i) => `m${i}`.padEnd(4, '_')));
     // 80 KB at 20 KB/s cannot all be read at once: the reads were paused at least once.
     expect(Date.now() - started).toBeGreaterThanOrEqual(90);
+  });
+});
+
+describe('16 quotas on outbound traffic and queued bytes', () => {
+  const payload = (i: number): Buffer => Buffer.concat([Buffer.from(`m${i}`.padEnd(4, '_')), Buffer.alloc(9_996)]);
+
+  it('holds deliveries back while the tenant is over its outbound bytes per second, and drops nothing', async () => {
+    const { client: sub } = await connect({ protocolVersion: 5, clientId: 'out-sub', username: 'out/s' });
+    const got: string[] = [];
+    sub.on('message', (_t, p) => got.push(p.subarray(0, 4).toString()));
+    await sub.subscribeAsync('out/t', { qos: 1 });
+    const { client: pub } = await connect({ protocolVersion: 5, clientId: 'out-pub', username: 'free/p' });
+    const { client: pubOut } = await connect({ protocolVersion: 5, clientId: 'out-pub2', username: 'out/p' });
+    const started = Date.now();
+    for (let i = 0; i < 6; i++) await pubOut.publishAsync('out/t', payload(i), { qos: 1 });
+    expect(await waitUntil(() => got.length === 6, 8000)).toBe(true);
+    expect(got).toEqual(Array.from({ length: 6 }, (_, i) => `m${i}`.padEnd(4, '_')));
+    // 60 KB at 20 KB/s: at least two windows passed before the last one left.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    expect(tb.broker.tenantMetrics('out').messagesDropped).toBe(0);
+    await pub.endAsync();
+  });
+
+  it('drops deliveries that would queue past the tenant session memory quota', async () => {
+    // Receive Maximum 1 and no PUBACK: the first delivery is in flight, the rest queue in memory.
+    const s = await rawConnect(tb.port, { protocolVersion: 5, clientId: 'mem-sub', username: 'mem/s', properties: { receiveMaximum: 1 } });
+    s.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'mem/t', qos: 1 }] });
+    await expectPacket(s.raw, 'suback');
+    const { client: pub } = await connect({ protocolVersion: 5, clientId: 'mem-pub', username: 'mem/p' });
+    for (let i = 0; i < 8; i++) await pub.publishAsync('mem/t', payload(i), { qos: 1 });
+    // One in flight; three queued (0, 10 and 20 KB used are under 30 KB); four dropped.
+    expect(tb.broker.tenantMetrics('mem').sessionMemoryBytes).toBeGreaterThanOrEqual(30_000);
+    expect(tb.broker.tenantMetrics('mem').messagesDropped).toBe(4);
+    const received: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const p = await expectPacket(s.raw, 'publish');
+      received.push(Buffer.from(p.payload).subarray(0, 4).toString());
+      s.send({ cmd: 'puback', messageId: p.messageId! });
+    }
+    expect(received).toEqual(['m0__', 'm1__', 'm2__', 'm3__']);
+    await sleep(200);
+    expect(s.raw.packets.filter((p) => p.cmd === 'publish')).toHaveLength(0);
+    expect(tb.broker.tenantMetrics('mem').sessionMemoryBytes).toBe(0);
+    s.raw.destroy();
+  });
+
+  it('drops deliveries to offline persistent sessions past the tenant inbox bytes quota', async () => {
+    const opts = {
+      protocolVersion: 5 as const,
+      clientId: 'box-sub',
+      username: 'box/s',
+      clean: false,
+      properties: { sessionExpiryInterval: 300 },
+    };
+    const { client: first } = await connect(opts);
+    await first.subscribeAsync('box/t', { qos: 1 });
+    await first.endAsync();
+    const { client: pub } = await connect({ protocolVersion: 5, clientId: 'box-pub', username: 'box/p' });
+    for (let i = 0; i < 5; i++) await pub.publishAsync('box/t', payload(i), { qos: 1 });
+    expect(tb.broker.tenantMetrics('box').inboxBytes).toBeGreaterThanOrEqual(25_000);
+    const got: string[] = [];
+    const again = mqtt.connect({ host: '127.0.0.1', port: tb.port, reconnectPeriod: 0, ...opts });
+    clients.push(again);
+    again.on('message', (_t, p) => got.push(p.subarray(0, 4).toString()));
+    await waitUntil(() => got.length >= 3, 3000);
+    await sleep(200);
+    expect(got).toEqual(['m0__', 'm1__', 'm2__']);
+    expect(tb.broker.tenantMetrics('box').inboxBytes).toBe(0);
+    expect(tb.broker.tenantMetrics('box').messagesDropped).toBe(2);
+  });
+
+  it('grants a subscription but sends no retained messages past the retained matches per second', async () => {
+    const { client: pub } = await connect({ protocolVersion: 5, clientId: 'match-pub', username: 'match/p' });
+    await pub.publishAsync('match/a', 'kept', { qos: 1, retain: true });
+    const { client: sub } = await connect({ protocolVersion: 5, clientId: 'match-sub', username: 'match/s' });
+    const got: string[] = [];
+    sub.on('message', (t) => got.push(t));
+    expect(await subscribeCodes(sub, { 'match/a': { qos: 1 } })).toEqual([1]);
+    expect(await subscribeCodes(sub, { 'match/+': { qos: 1 } })).toEqual([1]);
+    await sleep(300);
+    expect(got).toEqual(['match/a']);
+    await pub.publishAsync('match/a', 'live', { qos: 1 });
+    expect(await waitUntil(() => got.length === 2, 3000)).toBe(true);
   });
 });
 

@@ -1,20 +1,27 @@
 import type { AccessAction, AccessDecision, ClientInfo, MaybePromise } from '@bifro/spi';
 import { isThenable } from './call-timeout';
-import type { AclManager, SettingsManager } from './managers';
+import type { AclManager, EventManager, SettingsManager } from './managers';
 import { CALL_FAILED, clientSubject, type GuardedPlugin } from './plugin-call-guard';
 
 const DECISIONS: ReadonlySet<string> = new Set<AccessDecision>(['granted', 'denied', 'defer', 'error']);
 
 /**
+ * Why a plugin could not decide: it answered `error`, threw or rejected (`error`), did not answer
+ * within the call timeout, or answered something that is not a decision.
+ */
+type AclFailure = 'answeredError' | 'error' | 'timeout' | 'invalidResult';
+
+/**
  * The access control chain: plugins are asked in order, the first answer that is not `defer`
  * decides; when all defer the action is denied. `error` (and a throw, a rejection, a timeout or
- * an invalid answer) is decided by the tenant setting `ByPassPermCheckError`. Synchronous
- * plugins cost no promise.
+ * an invalid answer) is decided by the tenant setting `ByPassPermCheckError` and reported as an
+ * `accessControlError` event. Synchronous plugins cost no promise.
  */
 export class GuardedAclManager implements AclManager {
   constructor(
     private readonly chain: readonly GuardedPlugin<'acl'>[],
     private readonly settings: SettingsManager,
+    private readonly events?: EventManager,
   ) {}
 
   check(client: ClientInfo, action: AccessAction): MaybePromise<boolean> {
@@ -31,22 +38,37 @@ export class GuardedAclManager implements AclManager {
         answer = plugin.instance.checkPermission(client, action);
       } catch (err) {
         plugin.failed(start, 'checkPermission', 'error', err, clientSubject(client));
-        return this.onError(client);
+        return this.onError(client, action, plugin, 'error');
       }
       if (isThenable(answer)) {
-        return plugin.settle(answer, start, 'checkPermission', clientSubject(client)).then((settled) => {
-          if (settled === CALL_FAILED) return this.onError(client);
-          const decision = this.accept(plugin, start, settled, client);
+        // Only to tell a rejection from a timeout in the event, and only when it is wanted.
+        let failure: AclFailure = 'timeout';
+        const pending =
+          this.events?.wants('accessControlError') === true
+            ? Promise.resolve(answer).catch((err: unknown) => {
+                failure = 'error';
+                throw err;
+              })
+            : answer;
+        return plugin.settle(pending, start, 'checkPermission', clientSubject(client)).then((settled) => {
+          if (settled === CALL_FAILED) return this.onError(client, action, plugin, failure);
+          const decision = this.accept(plugin, start, settled, client, action);
           return decision === 'defer' ? this.askFrom(i + 1, client, action) : decision;
         });
       }
-      const decision = this.accept(plugin, start, answer, client);
+      const decision = this.accept(plugin, start, answer, client, action);
       if (decision !== 'defer') return decision;
     }
     return false;
   }
 
-  private accept(plugin: GuardedPlugin<'acl'>, start: number, answer: AccessDecision, client: ClientInfo): boolean | 'defer' {
+  private accept(
+    plugin: GuardedPlugin<'acl'>,
+    start: number,
+    answer: AccessDecision,
+    client: ClientInfo,
+    action: AccessAction,
+  ): boolean | 'defer' {
     if (!DECISIONS.has(answer)) {
       plugin.failed(
         start,
@@ -55,7 +77,7 @@ export class GuardedAclManager implements AclManager {
         `answered ${String(answer)} instead of an AccessDecision`,
         clientSubject(client),
       );
-      return this.onError(client);
+      return this.onError(client, action, plugin, 'invalidResult');
     }
     plugin.succeeded(start);
     switch (answer) {
@@ -66,11 +88,32 @@ export class GuardedAclManager implements AclManager {
       case 'defer':
         return 'defer';
       case 'error':
-        return this.onError(client);
+        return this.onError(client, action, plugin, 'answeredError');
     }
   }
 
-  private onError(client: ClientInfo): boolean {
-    return this.settings.get(client.tenantId, 'ByPassPermCheckError');
+  /** The plugin could not decide: ByPassPermCheckError decides, and `accessControlError` is reported. */
+  private onError(client: ClientInfo, action: AccessAction, plugin: GuardedPlugin<'acl'>, reason: AclFailure): boolean {
+    const granted = this.settings.get(client.tenantId, 'ByPassPermCheckError');
+    const events = this.events;
+    if (events !== undefined && events.wants('accessControlError')) {
+      events.report({
+        type: 'accessControlError',
+        group: 'accessControl',
+        time: Date.now(),
+        tenantId: client.tenantId,
+        clientId: client.clientId,
+        userId: client.userId,
+        detail: {
+          plugin: plugin.name,
+          action: action.type,
+          topic: action.type === 'publish' ? action.topic : undefined,
+          filter: action.type === 'subscribe' || action.type === 'unsubscribe' ? action.filter : undefined,
+          reason,
+          granted,
+        },
+      });
+    }
+    return granted;
   }
 }

@@ -209,7 +209,7 @@ export async function loadPluginHost(
   let closing: Promise<void> | undefined;
   const host: PluginHost = {
     auth: new GuardedAuthManager(guardsOf('auth')),
-    acl: new GuardedAclManager(guardsOf('acl'), settings),
+    acl: new GuardedAclManager(guardsOf('acl'), settings, events),
     balancer: new GuardedBalancerManager(one('balancer')),
     events,
     settings,

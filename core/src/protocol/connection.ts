@@ -1,11 +1,12 @@
 import type { Duplex } from 'node:stream';
 import mqtt, { type IConnectPacket, type IDisconnectPacket, type Packet } from 'mqtt-packet';
 import type { AuthRequest, ClientCertificate, ClientInfo, ProtocolVersion } from '@bifro/spi';
-import type { Engine } from './engine';
+import type { ConnectLimits, Engine, LiveLimits } from './engine';
+import { COUNTER, resourceIndex, type TenantState } from '../tenancy/tenant-usage';
 import type { Session, SessionLink, Delivery } from '../session/session';
 import type { WheelEntry } from '../session/timer-wheel';
 import { FrameReader, type FrameSink } from './codec/frame-reader';
-import { decodePublish, encodeAck, encodePublish, patchPacketId } from './codec/publish-codec';
+import { decodePublish, encodeAck, encodePublish, hasMalformedTopic, patchPacketId } from './codec/publish-codec';
 import { RC } from './reason-codes';
 import { handleConnect, handleUnsupportedConnect } from './handlers/connect';
 import { handleAuth } from './handlers/auth';
@@ -42,8 +43,27 @@ interface PendingAck {
   readonly type: 4 | 5 | 7;
   readonly packetId: number;
   readonly reasonCode: number;
+  /** The PUBLISH's topic, for the `pubAcked` / `pubReceived` event. */
+  readonly topic: string | undefined;
   state: 'waiting' | 'ready' | 'failed';
 }
+
+/** Index of the tenant's outbound bytes per second in its usage. */
+const OUTBOUND_RATE = resourceIndex('TotalOutboundBytesPerSecond');
+
+/** Bytes a connection writes between two questions about its tenant's outbound quota (bounds the overshoot). */
+const OUTBOUND_CHECK_BYTES = 16 * 1024;
+
+/** How long deliveries wait when the tenant's outbound bytes per second are used up. */
+const OUTBOUND_RETRY_MS = 100;
+
+/** The reason reported for a malformed string, by the event reported for it. */
+const MALFORMED_WHY = {
+  malformedClientIdentifier: 'client identifier is ill-formed UTF-8',
+  malformedUserName: 'user name is ill-formed UTF-8',
+  malformedWillTopic: 'will topic is ill-formed UTF-8',
+  malformedTopicFilter: 'topic filter is ill-formed UTF-8 or contains U+0000',
+} as const;
 
 /** U+FFFD encoded as UTF-8. */
 const REPLACEMENT_CHAR = Buffer.from([0xef, 0xbf, 0xbd]);
@@ -81,15 +101,36 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   requestProblemInfo = true;
   /** Set when the client sent DISCONNECT: no will unless reason 0x04 [MQTT-3.1.2-10]. */
   normalDisconnect = false;
+  /**
+   * Why the connection ends, for the event {@link closed} reports: the client's DISCONNECT
+   * (`byClient`), a close by the broker (`byServer`), or `reported` when its reason was reported
+   * already (badPacket, idle, kicked, serverBusy...). Unset: the network connection was lost (`channelError`).
+   */
+  closeCause: { readonly type: 'byClient' | 'byServer'; readonly reasonCode: number; readonly reason?: string } | 'reported' | undefined;
   /** State of an enhanced authentication exchange in progress. */
   authExchange: { method: string; state: Map<string, unknown>; reauth: boolean } | undefined;
   /** The v5 Authentication Method the client connected with (re-authentication must use it). */
   authMethod: string | undefined;
   /** CONNECT waiting for the end of an enhanced authentication exchange. */
   pendingConnect: { packet: IConnectPacket; clientId: string; assigned: boolean; request: AuthRequest } | undefined;
+  /** Settings fixed at CONNECT (set before CONNACK). */
+  limits!: ConnectLimits;
+  /** Live per-connection limits; replaced when stale. */
+  live!: LiveLimits;
+  /** The tenant's usage and counters (set at CONNACK). */
+  tenant!: TenantState;
   /** Per-connection publish rate window (MsgPubPerSec). */
   pubWindowStart = 0;
   pubWindowCount = 0;
+  /** Per-connection byte windows (InBoundBandWidth, OutBoundBandWidth). */
+  private inWindowStart = 0;
+  private inWindowBytes = 0;
+  private outWindowStart = 0;
+  private outWindowBytes = 0;
+  /** A drain is scheduled for when the outbound window reopens. */
+  private outRetry = false;
+  /** Bytes written since the tenant's outbound quota was last asked. */
+  private outSinceCheck = 0;
   aliasesIn: (string | undefined)[] = [];
   private aliasesOut: Map<string, number> | undefined;
   private readonly reader: FrameReader;
@@ -116,7 +157,9 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.connectDeadline = Date.now() + engine.config.mqtt.connectTimeoutMs;
     this.reader = new FrameReader(this, PRE_CONNECT_MAX_PACKET);
     socket.on('data', (chunk: Buffer) => {
-      this.lastActivity = engine.wheel.now;
+      const now = engine.wheel.now;
+      this.lastActivity = now;
+      if (this.state === 'connected') this.meterInbound(chunk.length, now);
       this.receive(chunk);
     });
     socket.on('drain', () => this.session?.drain());
@@ -167,7 +210,8 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       case 3: {
         const decoded = decodePublish(header, body, this.v5);
         if (typeof decoded === 'number') {
-          this.protocolError(decoded, 'invalid PUBLISH', 'badPacket');
+          if (hasMalformedTopic(body)) this.protocolError(decoded, 'topic is ill-formed UTF-8 or contains U+0000', 'malformedTopic');
+          else this.protocolError(decoded, 'invalid PUBLISH', 'badPacket');
           return;
         }
         handlePublish(this, decoded);
@@ -232,6 +276,26 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     return false;
   }
 
+  /**
+   * The event for a malformed string of a CONNECT (ill-formed UTF-8 client id, username or will
+   * topic) or of a SUBSCRIBE/UNSUBSCRIBE (a filter that is ill-formed UTF-8 or contains U+0000
+   * [MQTT-1.5.4-2]); undefined when there is none.
+   */
+  private malformedString(packet: Packet): keyof typeof MALFORMED_WHY | undefined {
+    switch (packet.cmd) {
+      case 'connect':
+        if (this.illFormed(packet.clientId)) return 'malformedClientIdentifier';
+        if (this.illFormed(packet.username)) return 'malformedUserName';
+        return this.illFormed(packet.will?.topic) ? 'malformedWillTopic' : undefined;
+      case 'subscribe':
+        return packet.subscriptions.some((s) => s.topic.includes('\u0000') || this.illFormed(s.topic)) ? 'malformedTopicFilter' : undefined;
+      case 'unsubscribe':
+        return packet.unsubscriptions.some((f) => f.includes('\u0000') || this.illFormed(f)) ? 'malformedTopicFilter' : undefined;
+      default:
+        return undefined;
+    }
+  }
+
   private parseWithLibrary(frame: Buffer): void {
     let parser = this.parser;
     if (parser === undefined) {
@@ -247,16 +311,9 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
 
   private onPacket(packet: Packet): void {
     if (this.state === 'closed') return;
-    const ill =
-      packet.cmd === 'subscribe'
-        ? this.illFormed(...packet.subscriptions.map((s) => s.topic))
-        : packet.cmd === 'unsubscribe'
-          ? this.illFormed(...packet.unsubscriptions)
-          : packet.cmd === 'connect'
-            ? this.illFormed(packet.clientId, packet.username, packet.will?.topic)
-            : false;
-    if (ill) {
-      this.protocolError(RC.MalformedPacket, 'ill-formed UTF-8 string', 'badPacket');
+    const malformed = this.malformedString(packet);
+    if (malformed !== undefined) {
+      this.protocolError(RC.MalformedPacket, MALFORMED_WHY[malformed], malformed);
       return;
     }
     switch (packet.cmd) {
@@ -297,6 +354,36 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     return true;
   }
 
+  /** Fetch the tenant's current live limits after a settings change. */
+  refreshLiveLimits(): LiveLimits {
+    this.live = this.engine.liveLimits(this.client!.tenantId);
+    return this.live;
+  }
+
+  /**
+   * InBoundBandWidth: once the connection has read its bytes for the current second, reading
+   * pauses for as long as those bytes are worth at the limit (a large chunk buys a longer pause),
+   * so the average rate stays at the limit; TCP flow control slows the client, nothing is dropped.
+   */
+  private meterInbound(bytes: number, now: number): void {
+    let live = this.live;
+    if (live.stale) live = this.refreshLiveLimits();
+    const limit = live.inBoundBandWidth;
+    if (limit === 0) return;
+    if (now - this.inWindowStart >= 1000) {
+      this.inWindowStart = now;
+      this.inWindowBytes = 0;
+    }
+    this.inWindowBytes += bytes;
+    if (this.inWindowBytes < limit) return;
+    const pauseMs = Math.max(1, Math.ceil((this.inWindowBytes / limit) * 1000) - (now - this.inWindowStart));
+    if (this.slowDown(pauseMs)) {
+      // The next window starts when reading resumes.
+      this.inWindowStart = now + pauseMs;
+      this.inWindowBytes = 0;
+    }
+  }
+
   /** Hold further frames until `work` settles (a plugin answered asynchronously). */
   hold(work: Promise<unknown>): void {
     if (this.held === undefined) {
@@ -327,7 +414,8 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     if (this.keepAlive === 0) return 0;
     const deadline = this.keepAliveDeadline();
     if (now < deadline) return deadline;
-    this.engine.emit('idle', this.client, { keepAlive: this.keepAlive });
+    this.closeCause = 'reported';
+    this.engine.emit('idle', this.client, { remoteAddress: this.origin.remoteAddress, keepAlive: this.keepAlive });
     this.disconnect(RC.KeepAliveTimeout);
     return 0;
   }
@@ -343,6 +431,8 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   /** CONNACK accepted: arm keep alive. */
   accept(client: ClientInfo, keepAlive: number): void {
     this.client = client;
+    this.live = this.engine.liveLimits(client.tenantId);
+    this.tenant = this.engine.usage.state(client.tenantId);
     this.keepAlive = keepAlive;
     this.state = 'connected';
     if (keepAlive > 0) this.engine.wheel.schedule(this, this.keepAliveDeadline());
@@ -380,6 +470,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
    */
   writable(): boolean {
     if (this.state !== 'connected') return false;
+    if (!this.outboundOpen()) return false;
     const mqtt = this.engine.config.mqtt;
     if (this.socket.writableLength < mqtt.writeHighWaterBytes) {
       this.stalledSince = 0;
@@ -391,9 +482,51 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       this.engine.emit('subscriberStalled', this.client, { buffered: this.socket.writableLength });
     } else if (now - this.stalledSince > mqtt.slowConsumerTimeoutMs) {
       // Not from inside the delivery loop that asked.
-      setImmediate(() => this.destroy());
+      const stalledMs = now - this.stalledSince;
+      setImmediate(() => this.closeSlowConsumer(stalledMs));
     }
     return false;
+  }
+
+  /**
+   * OutBoundBandWidth (this connection) and TotalOutboundBytesPerSecond (its tenant): when used
+   * up, deliveries wait in the session queue (dropped by its policy when it is full) and are
+   * drained when the window reopens. The tenant quota is asked at the first write of a tick and
+   * then every OUTBOUND_CHECK_BYTES written, not per delivery.
+   */
+  private outboundOpen(): boolean {
+    let live = this.live;
+    if (live.stale) live = this.refreshLiveLimits();
+    const limit = live.outBoundBandWidth;
+    if (limit > 0 && this.outWindowBytes >= limit) {
+      const now = this.engine.wheel.now;
+      if (now - this.outWindowStart < 1000) {
+        this.retryOutboundIn(this.outWindowStart + 1000 - now);
+        return false;
+      }
+      this.outWindowStart = now;
+      this.outWindowBytes = 0;
+    }
+    if ((!this.corked || this.outSinceCheck >= OUTBOUND_CHECK_BYTES) && !this.tenantOutboundAllowed()) {
+      if (!this.outRetry) this.engine.emit('resourceExhausted', this.client, { resource: 'TotalOutboundBytesPerSecond' });
+      this.retryOutboundIn(OUTBOUND_RETRY_MS);
+      return false;
+    }
+    return true;
+  }
+
+  private tenantOutboundAllowed(): boolean {
+    this.outSinceCheck = 0;
+    return this.engine.throttler.hasResource(this.client!.tenantId, 'TotalOutboundBytesPerSecond');
+  }
+
+  private retryOutboundIn(ms: number): void {
+    if (this.outRetry) return;
+    this.outRetry = true;
+    setTimeout(() => {
+      this.outRetry = false;
+      if (this.state === 'connected') this.session?.drain();
+    }, ms).unref();
   }
 
   sendPublish(d: Delivery, packetId: number, dup: boolean): boolean {
@@ -433,6 +566,22 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     // Never send a packet larger than the client's Maximum Packet Size (v5 [MQTT-3.1.2-24]); it is discarded as if sent [MQTT-3.1.2-25].
     if (buf.length > this.maxPacketSizeOut) return false;
     this.write(buf);
+    // qos0Pushed/qos1Pushed/qos2Pushed: one boolean when no collector wants them.
+    if (this.engine.pushWanted) this.engine.pushed(this.client!, d, packetId, dup);
+    const size = buf.length;
+    const tenant = this.tenant;
+    tenant.counters[COUNTER.messagesOut]++;
+    tenant.counters[COUNTER.bytesOut]! += size;
+    const now = this.engine.wheel.now;
+    tenant.countRate(OUTBOUND_RATE, size, now);
+    this.outSinceCheck += size;
+    if (this.live.outBoundBandWidth > 0) {
+      if (now - this.outWindowStart >= 1000) {
+        this.outWindowStart = now;
+        this.outWindowBytes = 0;
+      }
+      this.outWindowBytes += size;
+    }
     return true;
   }
 
@@ -440,8 +589,12 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.write(encodeAck(6, packetId, 0, this.v5));
   }
 
-  sendAck(type: 4 | 5 | 6 | 7, packetId: number, reasonCode: number): void {
+  /** Send an acknowledgement; a PUBACK or PUBREC is reported as `pubAcked` / `pubReceived` with the PUBLISH's `topic`. */
+  sendAck(type: 4 | 5 | 6 | 7, packetId: number, reasonCode: number, topic?: string): void {
     this.write(encodeAck(type, packetId, reasonCode, this.v5));
+    if (type === 6 || type === 7) return;
+    const event = type === 4 ? 'pubAcked' : 'pubReceived';
+    if (this.engine.events.wants(event)) this.engine.emit(event, this.client, { topic, packetId, reasonCode });
   }
 
   /**
@@ -449,13 +602,13 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
    * the order the PUBLISH packets came [MQTT-4.6.0-2], [MQTT-4.6.0-3]. A failed write is not
    * acknowledged as a success: v5 gets 0x80, a v3 client is disconnected (it will resend).
    */
-  ackAfter(type: 4 | 5 | 7, packetId: number, reasonCode: number, wait: Promise<unknown> | undefined): void {
+  ackAfter(type: 4 | 5 | 7, packetId: number, reasonCode: number, wait: Promise<unknown> | undefined, topic?: string): void {
     const queue = this.ackQueue;
     if (wait === undefined && (queue === undefined || queue.length === 0)) {
-      this.sendAck(type, packetId, reasonCode);
+      this.sendAck(type, packetId, reasonCode, topic);
       return;
     }
-    const entry: PendingAck = { type, packetId, reasonCode, state: wait === undefined ? 'ready' : 'waiting' };
+    const entry: PendingAck = { type, packetId, reasonCode, topic, state: wait === undefined ? 'ready' : 'waiting' };
     (this.ackQueue ??= []).push(entry);
     wait?.then(
       () => {
@@ -477,10 +630,10 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       if (this.state === 'closed') continue;
       if (entry.state === 'ready' || entry.type === 7) {
         // PUBCOMP: the release is done in memory whatever storage said (the failure was logged).
-        this.sendAck(entry.type, entry.packetId, entry.reasonCode);
+        this.sendAck(entry.type, entry.packetId, entry.reasonCode, entry.topic);
       } else if (this.v5) {
         if (entry.type === 5) this.session?.inboundQoS2.delete(entry.packetId);
-        this.sendAck(entry.type, entry.packetId, RC.UnspecifiedError);
+        this.sendAck(entry.type, entry.packetId, RC.UnspecifiedError, entry.topic);
       } else {
         this.disconnect(RC.UnspecifiedError, 'storage write failed');
       }
@@ -496,11 +649,20 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   protocolError(
     reasonCode: number,
     why: string,
-    event: 'badPacket' | 'protocolViolation' | 'oversizePacketDropped' | 'invalidTopic' | 'receiveLimitExceeded' | 'exceedPubRate',
+    event:
+      | 'badPacket'
+      | 'protocolViolation'
+      | 'oversizePacketDropped'
+      | 'invalidTopic'
+      | 'malformedTopic'
+      | 'receiveLimitExceeded'
+      | 'exceedPubRate'
+      | keyof typeof MALFORMED_WHY,
   ): void {
     if (this.state === 'closed') return;
     this.engine.logger.debug({ clientId: this.client?.clientId, remote: this.origin.remoteAddress, reasonCode, why }, 'closing connection');
     this.engine.emit(event, this.client, { reasonCode, reason: why, remoteAddress: this.origin.remoteAddress });
+    this.closeCause = 'reported';
     if (this.state === 'connected') this.disconnect(reasonCode, why);
     else this.destroy();
   }
@@ -508,6 +670,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   /** Server-initiated close: v5 DISCONNECT with a reason code, then close. */
   disconnect(reasonCode: number, reasonString?: string, serverReference?: string): void {
     if (this.state === 'closed') return;
+    this.closeCause ??= { type: 'byServer', reasonCode, reason: reasonString };
     if (this.v5 && this.state === 'connected') {
       const packet: IDisconnectPacket = { cmd: 'disconnect', reasonCode };
       const properties: IDisconnectPacket['properties'] = {};
@@ -546,6 +709,25 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     if (!wasConnected || session === undefined || this.client === undefined) return;
     this.engine.usage.add(this.client.tenantId, 'TotalConnections', -1);
     if (session.link === this) this.engine.sessionDisconnected(session, !this.normalDisconnect);
-    this.engine.emit(this.normalDisconnect ? 'byClient' : 'channelError', this.client, { remoteAddress: this.origin.remoteAddress });
+    const cause = this.closeCause;
+    if (cause === 'reported') return;
+    const remoteAddress = this.origin.remoteAddress;
+    if (cause !== undefined)
+      this.engine.emit(cause.type, this.client, { remoteAddress, reasonCode: cause.reasonCode, reason: cause.reason });
+    // Closed without a reason while the broker stops: the broker's doing.
+    else this.engine.emit(this.engine.shuttingDown ? 'byServer' : 'channelError', this.client, { remoteAddress });
+  }
+
+  /** A slow consumer: closed at once (what is buffered for it is discarded), reported as `serverBusy`. */
+  private closeSlowConsumer(stalledMs: number): void {
+    if (this.state === 'closed') return;
+    this.closeCause = 'reported';
+    this.engine.emit('serverBusy', this.client, {
+      remoteAddress: this.origin.remoteAddress,
+      reason: 'slow consumer',
+      buffered: this.socket.writableLength,
+      stalledMs,
+    });
+    this.destroy();
   }
 }

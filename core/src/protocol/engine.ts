@@ -22,10 +22,10 @@ import { pickMember } from '../dist/tenant-dist';
 import { isSharedFilter, type TopicLimits } from '../dist/topic';
 import { RetainService } from '../retain/retain-service';
 import { Message } from '../session/message';
-import { Session, type DeferredWrite, type Delivery, type SessionHost } from '../session/session';
+import { Session, type DeferredWrite, type Delivery, type DropReason, type SessionHost } from '../session/session';
 import { SessionPersistence, toInboxMessage, willFromRecord } from '../session/session-persistence';
 import type { TimerWheel } from '../session/timer-wheel';
-import type { TenantUsage } from '../tenancy/tenant-usage';
+import { COUNTER, type TenantUsage } from '../tenancy/tenant-usage';
 import { describeError } from '../errors';
 
 const GROUP_OF = new Map<EventType, BrokerEvent['group']>();
@@ -39,6 +39,32 @@ export const NEVER_EXPIRES = 0xffffffff;
 
 // Sessions are keyed by sessionListKey(tenantId, clientId) from @bifro/spi: the same client id in
 // two tenants is two sessions, and the key sorts like the storage listing.
+
+/** Settings fixed for a connection at CONNECT (see {@link Engine.connectLimits}). */
+export interface ConnectLimits {
+  readonly maximumQoS: number;
+  readonly retainEnabled: boolean;
+  readonly receivingMaximum: number;
+  readonly maxUserPayloadBytes: number;
+  readonly wildcardSubscriptionEnabled: boolean;
+  readonly subscriptionIdentifierEnabled: boolean;
+  readonly sharedSubscriptionEnabled: boolean;
+  readonly maxTopicAlias: number;
+}
+
+/** Live per-connection limits (see {@link Engine.liveLimits}). */
+export interface LiveLimits {
+  /** Set when the tenant's settings changed: fetch a fresh object. */
+  stale: boolean;
+  readonly msgPubPerSec: number;
+  readonly inBoundBandWidth: number;
+  readonly outBoundBandWidth: number;
+  readonly maxResendTimes: number;
+  readonly resendTimeoutMs: number;
+}
+
+/** How often MQTT 3 deliveries are checked for resends (ResendTimeoutSeconds is at least 1 s). */
+const RESEND_SCAN_MS = 1000;
 
 /**
  * The broker's engine: sessions, the per-tenant subscription index, retained messages and the
@@ -59,12 +85,19 @@ export class Engine implements SessionHost {
   readonly throttler: PluginHost['throttler'];
   /** Set when the broker is shutting down: connections closing now are the server's doing. */
   shuttingDown = false;
+  /** Whether some collector wants qos0Pushed, qos1Pushed or qos2Pushed (collectors are fixed at boot). */
+  readonly pushWanted: boolean;
   private readonly limitsCache = new Map<string, TopicLimits>();
+  private readonly connectLimitsCache = new Map<string, ConnectLimits>();
+  private readonly liveLimitsCache = new Map<string, LiveLimits>();
   /** Tenants whose retained totals were read from storage into their usage. */
   private readonly retainedTotalsLoaded = new Set<string>();
   /** Inflight records waiting to be written (see deferInflight), and the timer that writes them. */
   private deferred: { session: Session; packetId: number; delivery: Delivery; write: DeferredWrite }[] = [];
   private deferTimer: NodeJS.Timeout | undefined;
+  /** Sessions of MQTT 3 connections with deliveries in flight, scanned for resends. */
+  private readonly resendWatch = new Set<Session>();
+  private resendTimer: NodeJS.Timeout | undefined;
   private readonly unwatchSettings: () => void;
 
   constructor(
@@ -80,11 +113,20 @@ export class Engine implements SessionHost {
     this.events = host.events;
     this.settings = host.settings;
     this.throttler = host.throttler;
+    this.pushWanted = this.events.wants('qos0Pushed') || this.events.wants('qos1Pushed') || this.events.wants('qos2Pushed');
     this.retain = new RetainService(host.storage);
     this.persistence = new SessionPersistence(host.storage);
     this.unwatchSettings = this.settings.onChange((tenantId) => {
-      if (tenantId === undefined) this.limitsCache.clear();
-      else this.limitsCache.delete(tenantId);
+      for (const [tenant, live] of this.liveLimitsCache) if (tenantId === undefined || tenant === tenantId) live.stale = true;
+      if (tenantId === undefined) {
+        this.limitsCache.clear();
+        this.connectLimitsCache.clear();
+        this.liveLimitsCache.clear();
+      } else {
+        this.limitsCache.delete(tenantId);
+        this.connectLimitsCache.delete(tenantId);
+        this.liveLimitsCache.delete(tenantId);
+      }
     });
   }
 
@@ -107,10 +149,59 @@ export class Engine implements SessionHost {
     return limits;
   }
 
-  /** Report an event if some collector wants its type. Build `detail` lazily: pass a function on hot paths. */
+  /**
+   * The settings a connection takes at CONNECT and keeps (D21): what CONNACK announced must hold
+   * for the whole connection, or a compliant client would be disconnected for using it. One
+   * shared object per tenant and settings version.
+   */
+  connectLimits(tenantId: string): ConnectLimits {
+    let limits = this.connectLimitsCache.get(tenantId);
+    if (limits === undefined) {
+      const s = this.settings;
+      limits = {
+        maximumQoS: s.get(tenantId, 'MaximumQoS'),
+        retainEnabled: s.get(tenantId, 'RetainEnabled'),
+        receivingMaximum: s.get(tenantId, 'ReceivingMaximum'),
+        maxUserPayloadBytes: s.get(tenantId, 'MaxUserPayloadBytes'),
+        wildcardSubscriptionEnabled: s.get(tenantId, 'WildcardSubscriptionEnabled'),
+        subscriptionIdentifierEnabled: s.get(tenantId, 'SubscriptionIdentifierEnabled'),
+        sharedSubscriptionEnabled: s.get(tenantId, 'SharedSubscriptionEnabled'),
+        maxTopicAlias: s.get(tenantId, 'MaxTopicAlias'),
+      };
+      this.connectLimitsCache.set(tenantId, limits);
+    }
+    return limits;
+  }
+
+  /**
+   * Per-connection limits that apply to live connections: a connection keeps the object and
+   * fetches a fresh one when `stale` is set by a settings change, so hot paths read fields, not
+   * the settings cache.
+   */
+  liveLimits(tenantId: string): LiveLimits {
+    let limits = this.liveLimitsCache.get(tenantId);
+    if (limits === undefined) {
+      const s = this.settings;
+      limits = {
+        stale: false,
+        msgPubPerSec: s.get(tenantId, 'MsgPubPerSec'),
+        inBoundBandWidth: s.get(tenantId, 'InBoundBandWidth'),
+        outBoundBandWidth: s.get(tenantId, 'OutBoundBandWidth'),
+        maxResendTimes: s.get(tenantId, 'MaxResendTimes'),
+        resendTimeoutMs: s.get(tenantId, 'ResendTimeoutSeconds') * 1000,
+      };
+      this.liveLimitsCache.set(tenantId, limits);
+    }
+    return limits;
+  }
+
+  /**
+   * Report an event if some collector wants its type. Build `detail` lazily: pass a function on
+   * hot paths. `client` is who the event is about (a ClientInfo, or what is known of the client).
+   */
   emit(
     type: EventType,
-    client: ClientInfo | undefined,
+    client: { readonly tenantId: string; readonly clientId?: string; readonly userId?: string } | undefined,
     detail: Readonly<Record<string, EventDetailValue>> | (() => Readonly<Record<string, EventDetailValue>>) = {},
   ): void {
     if (!this.events.wants(type)) return;
@@ -153,7 +244,12 @@ export class Engine implements SessionHost {
         if (maxOffline < 0) maxOffline = this.persistentFanoutLimit(tenantId, msg);
         if (++offline > maxOffline) {
           if (offline === maxOffline + 1)
-            this.emit('pubDropped', undefined, () => ({ tenantId, topic: msg.topic, reason: 'MaxPersistentFanout' }));
+            this.emit('pubDropped', { tenantId, clientId: publisher }, () => ({
+              topic: msg.topic,
+              qos: msg.qos,
+              reason: 'MaxPersistentFanout',
+            }));
+          this.usage.bump(tenantId, COUNTER.messagesDropped, 1);
           continue;
         }
       }
@@ -175,6 +271,8 @@ export class Engine implements SessionHost {
       if (written !== undefined) waits?.push(written);
       count++;
     }
+    if (match.groups.length > maxGroups)
+      this.emit('pubDropped', { tenantId, clientId: publisher }, () => ({ topic: msg.topic, qos: msg.qos, reason: 'MaxGroupFanout' }));
     return count;
   }
 
@@ -293,6 +391,7 @@ export class Engine implements SessionHost {
       this,
     );
     this.sessions.set(session.key, session);
+    this.usage.bump(client.tenantId, COUNTER.sessions, 1);
     this.emit('sessionStarted', client, {});
     return session;
   }
@@ -333,6 +432,7 @@ export class Engine implements SessionHost {
   endSession(session: Session): void {
     if (this.sessions.get(session.key) !== session) return;
     this.sessions.delete(session.key);
+    this.usage.bump(session.tenantId, COUNTER.sessions, -1);
     this.wheel.cancel(session);
     if (session.willAt !== 0) this.fireWill(session);
     const tenant = this.dist.peek(session.tenantId);
@@ -392,7 +492,8 @@ export class Engine implements SessionHost {
     return { maxSize: this.settings.get(tenantId, 'SessionInboxSize'), dropOldest: this.settings.get(tenantId, 'QoS0DropOldest') };
   }
 
-  dropped(session: Session, delivery: Delivery, reason: 'queue-full' | 'expired' | 'too-large'): void {
+  dropped(session: Session, delivery: Delivery, reason: DropReason): void {
+    this.usage.bump(session.tenantId, COUNTER.messagesDropped, 1);
     const type = delivery.qos === 0 ? 'qos0Dropped' : delivery.qos === 1 ? 'qos1Dropped' : 'qos2Dropped';
     this.emit(type, session.client, () => ({ topic: delivery.msg.topic, reason }));
     if (reason === 'queue-full') this.emit('inboxOverflowed', session.client, () => ({ topic: delivery.msg.topic }));
@@ -400,11 +501,61 @@ export class Engine implements SessionHost {
       this.emit('oversizePacketDropped', session.client, () => ({ topic: delivery.msg.topic, size: delivery.msg.payload.length }));
   }
 
+  hasRoom(session: Session, resource: 'TotalSessionMemoryBytes' | 'TotalPersistentSessionSpaceBytes'): boolean {
+    return this.hasResource(session.client, resource);
+  }
+
+  adjustUsage(session: Session, resource: 'TotalSessionMemoryBytes' | 'TotalPersistentSessionSpaceBytes', delta: number): void {
+    this.usage.add(session.tenantId, resource, delta);
+  }
+
+  watchResends(session: Session): void {
+    session.resendWatched = true;
+    this.resendWatch.add(session);
+    this.resendTimer ??= setInterval(() => this.scanResends(), RESEND_SCAN_MS).unref();
+  }
+
+  /**
+   * MQTT 3 connections: resend what waited ResendTimeoutSeconds for its acknowledgement, at most
+   * MaxResendTimes (then it is given up). A session leaves the watch when nothing is in flight.
+   */
+  private scanResends(): void {
+    const now = Date.now();
+    for (const session of this.resendWatch) {
+      const live = this.liveLimits(session.tenantId);
+      if (!session.resendOverdue(now, live.resendTimeoutMs, live.maxResendTimes)) {
+        session.resendWatched = false;
+        this.resendWatch.delete(session);
+      }
+    }
+    if (this.resendWatch.size === 0 && this.resendTimer !== undefined) {
+      clearInterval(this.resendTimer);
+      this.resendTimer = undefined;
+    }
+  }
+
   confirmed(session: Session, delivery: Delivery | undefined, qos: QoS): void {
     const type = qos === 1 ? 'qos1Confirmed' : 'qos2Confirmed';
     if (!this.events.wants(type)) return;
     if (!this.settings.get(session.tenantId, 'DebugModeEnabled')) return;
     this.emit(type, session.client, { topic: delivery?.msg.topic });
+  }
+
+  /**
+   * A PUBLISH was written to a subscriber: qos0Pushed/qos1Pushed/qos2Pushed, only for tenants
+   * with DebugModeEnabled (like qos1Confirmed). Called only when {@link pushWanted}.
+   */
+  pushed(client: ClientInfo, d: Delivery, packetId: number, dup: boolean): void {
+    const type = d.qos === 0 ? 'qos0Pushed' : d.qos === 1 ? 'qos1Pushed' : 'qos2Pushed';
+    if (!this.events.wants(type)) return;
+    if (!this.settings.get(client.tenantId, 'DebugModeEnabled')) return;
+    this.emit(type, client, {
+      topic: d.msg.topic,
+      size: d.msg.payload.length,
+      packetId: d.qos === 0 ? undefined : packetId,
+      dup,
+      retain: d.retain,
+    });
   }
 
   deferInflight(session: Session, packetId: number, delivery: Delivery, write: DeferredWrite): void {
@@ -510,6 +661,7 @@ export class Engine implements SessionHost {
     }
     session.expireAt = r.expirySeconds === NEVER_EXPIRES ? 0 : since + r.expirySeconds * 1000;
     this.sessions.set(session.key, session);
+    this.usage.bump(r.tenantId, COUNTER.sessions, 1);
     if (wasConnected) this.saveSession(session, now).catch(() => undefined);
     return session;
   }
@@ -517,6 +669,8 @@ export class Engine implements SessionHost {
   /** Drop every session and timer (broker stop). */
   close(): void {
     this.unwatchSettings();
+    if (this.resendTimer !== undefined) clearInterval(this.resendTimer);
+    this.resendWatch.clear();
     if (this.deferTimer !== undefined) {
       clearTimeout(this.deferTimer);
       this.writeDeferred();

@@ -5,7 +5,7 @@ import type { Logger } from './logger';
 import { RUNTIME_TOKENS } from './tokens';
 import { loadPlugins, registerPluginHost } from '../plugin-host';
 import type { LoadedPluginInfo } from '../plugin-host/managers';
-import { TenantUsage } from '../tenancy/tenant-usage';
+import { TenantUsage, type TenantMetrics } from '../tenancy/tenant-usage';
 import { TimerWheel } from '../session/timer-wheel';
 import { MqttServer } from '../protocol/mqtt-server';
 import { Engine } from '../protocol/engine';
@@ -22,6 +22,10 @@ export interface ListenerAddress {
 export interface RunningBroker {
   readonly listeners: readonly ListenerAddress[];
   readonly plugins: readonly LoadedPluginInfo[];
+  /** Tenants with recorded usage. */
+  tenants(): string[];
+  /** Core's metrics of one tenant (connections, sessions, subscriptions, traffic, drops, retained). */
+  tenantMetrics(tenantId: string): TenantMetrics;
   /** Close listeners and connections, then plugins. Safe to call twice. */
   stop(reason?: string): Promise<void>;
 }
@@ -75,6 +79,8 @@ export async function startBroker(config: BrokerConfig, logger: Logger): Promise
   return {
     listeners,
     plugins: host.plugins,
+    tenants: () => [...usage.tenantIds()],
+    tenantMetrics: (tenantId) => usage.metrics(tenantId),
     stop(reason = 'stop requested') {
       stopping ??= (async () => {
         logger.info({ reason }, 'broker stopping');

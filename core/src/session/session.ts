@@ -18,8 +18,12 @@ interface Inflight {
   delivery: Delivery | undefined;
   /** `publish`: awaiting PUBACK/PUBREC; `pubrel`: PUBREL sent, awaiting PUBCOMP. */
   phase: 'publish' | 'pubrel';
+  /** MQTT 3: when the resend scan first saw it unacknowledged, or last resent it (0: not yet seen). */
+  sentAt: number;
+  /** MQTT 3: how often it was resent on this connection. */
+  resends: number;
   /** A QoS 1 record whose storage write is deferred: settled by the client's PUBACK or by the write. */
-  deferred?: DeferredWrite;
+  deferred: DeferredWrite | undefined;
 }
 
 /** A storage write that waits a moment in case the client's acknowledgement makes it unnecessary. */
@@ -32,6 +36,8 @@ export interface DeferredWrite {
 
 /** What a session needs of the connection that currently serves it. */
 export interface SessionLink {
+  /** MQTT 3.1/3.1.1 connections may resend unacknowledged messages while connected; MQTT 5 must not [MQTT-4.4.0-1]. */
+  readonly v5: boolean;
   /** The client's Receive Maximum: most unacknowledged QoS 1/2 PUBLISH it accepts [MQTT-3.3.4-9]. */
   readonly receiveMaximum: number;
   /** false while the socket's write buffer is over its high-water mark. */
@@ -46,8 +52,14 @@ export interface SessionHost {
   readonly persistence: SessionPersistence;
   /** Most queued deliveries and what to drop when full, for this session's tenant (SessionInboxSize, QoS0DropOldest). */
   queueLimit(tenantId: string): { readonly maxSize: number; readonly dropOldest: boolean };
-  /** A delivery was dropped (queue full, expired, too large). */
-  dropped(session: Session, delivery: Delivery, reason: 'queue-full' | 'expired' | 'too-large'): void;
+  /** A delivery was dropped. */
+  dropped(session: Session, delivery: Delivery, reason: DropReason): void;
+  /** Whether the session's tenant has room for more of a quota resource; reports `resourceExhausted` when not. */
+  hasRoom(session: Session, resource: 'TotalSessionMemoryBytes' | 'TotalPersistentSessionSpaceBytes'): boolean;
+  /** Add to a gauge of the session's tenant. */
+  adjustUsage(session: Session, resource: 'TotalSessionMemoryBytes' | 'TotalPersistentSessionSpaceBytes', delta: number): void;
+  /** An MQTT 3 connection has unacknowledged deliveries: watch them for resends (MaxResendTimes, ResendTimeoutSeconds). */
+  watchResends(session: Session): void;
   /** A QoS 1/2 delivery completed (PUBACK / PUBCOMP received). */
   confirmed(session: Session, delivery: Delivery | undefined, qos: QoS): void;
   /**
@@ -66,6 +78,9 @@ export interface SessionWill {
   readonly message: Message;
   readonly delaySeconds: number;
 }
+
+/** Why a delivery was dropped. */
+export type DropReason = 'queue-full' | 'expired' | 'too-large' | 'quota' | 'resends-exhausted';
 
 /** How many inbox entries one read takes. */
 const INBOX_READ_BATCH = 256;
@@ -100,6 +115,11 @@ export class Session implements WheelEntry {
   stored = false;
   /** false for a session restored from storage until its inflight state is read back. */
   loaded = true;
+  /** Message bytes in the memory queue, and appended to the storage inbox by this process (tenant quotas). */
+  private queuedBytes = 0;
+  private inboxBytes = 0;
+  /** Registered with the engine's resend scan (MQTT 3 connections). */
+  resendWatched = false;
   private readonly inflight = new Map<number, Inflight>();
   /** Transient sessions: deliveries waiting in memory. */
   private queue: Delivery[] = [];
@@ -187,11 +207,13 @@ export class Session implements WheelEntry {
   private deliverNow(d: Delivery): Promise<void> | undefined {
     const link = this.link;
     if (!this.persistent) {
+      // writable() is asked even when the queue is not empty: it is where a subscriber stuck over
+      // the high-water mark for slowConsumerTimeoutMs is disconnected.
       if (
         link !== undefined &&
+        link.writable() &&
         this.queueHead === this.queue.length &&
-        (d.qos === 0 || this.inflight.size < link.receiveMaximum) &&
-        link.writable()
+        (d.qos === 0 || this.inflight.size < link.receiveMaximum)
       ) {
         if (d.qos === 0) link.sendPublish(d, 0, false);
         else this.send(link, d);
@@ -218,12 +240,12 @@ export class Session implements WheelEntry {
         const settled = new Promise<void>((resolve, reject) => {
           deferred = { state: 'waiting', resolve, reject };
         });
-        this.inflight.set(packetId, { delivery: d, phase: 'publish', deferred });
+        this.track(packetId, { delivery: d, phase: 'publish', deferred, sentAt: 0, resends: 0 });
         this.host.deferInflight(this, packetId, d, deferred);
         if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
         return settled;
       }
-      this.inflight.set(packetId, { delivery: d, phase: 'publish' });
+      this.track(packetId, { delivery: d, phase: 'publish', deferred: undefined, sentAt: 0, resends: 0 });
       const written = this.host.persistence.putInflight(this, [{ packetId, phase: 'publish', message: toInboxMessage(d) }]);
       if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
       return written;
@@ -259,6 +281,8 @@ export class Session implements WheelEntry {
     }
     entry.phase = 'pubrel';
     entry.delivery = undefined;
+    entry.sentAt = 0;
+    entry.resends = 0;
     if (this.persistent)
       this.host.persistence
         .putInflight(this, [{ packetId, phase: 'pubrel' }])
@@ -296,6 +320,7 @@ export class Session implements WheelEntry {
       if (d.qos > 0 && this.inflight.size >= link.receiveMaximum) break;
       if (!link.writable()) break;
       this.queue[this.queueHead++] = undefined as unknown as Delivery;
+      this.accountQueued(-d.msg.size);
       if (d.msg.expired(now)) {
         this.host.dropped(this, d, 'expired');
         continue;
@@ -314,6 +339,8 @@ export class Session implements WheelEntry {
 
   /** Drop everything queued and in flight (clean start, session end). */
   clearState(): void {
+    this.accountQueued(-this.queuedBytes);
+    this.accountInbox(-this.inboxBytes);
     this.inflight.clear();
     this.queue = [];
     this.queueHead = 0;
@@ -336,6 +363,7 @@ export class Session implements WheelEntry {
     const waiting = this.queue.slice(this.queueHead);
     this.queue = [];
     this.queueHead = 0;
+    this.accountQueued(-this.queuedBytes);
     const { maxSize, dropOldest } = this.host.queueLimit(this.tenantId);
     const writes: Promise<unknown>[] = [];
     if (records.length > 0) writes.push(p.putInflight(this, records));
@@ -352,6 +380,8 @@ export class Session implements WheelEntry {
     const now = Date.now();
     for (const [packetId, entry] of this.inflight) {
       const d = entry.delivery;
+      entry.sentAt = 0;
+      entry.resends = 0;
       if (d === undefined) {
         link.sendPubrel(packetId);
       } else if (d.msg.expired(now)) {
@@ -360,6 +390,7 @@ export class Session implements WheelEntry {
         this.completeLocally(packetId, d, 'too-large');
       }
     }
+    if (this.inflight.size > 0 && !this.resendWatched && !link.v5) this.host.watchResends(this);
     this.drain();
   }
 
@@ -372,6 +403,9 @@ export class Session implements WheelEntry {
         this.inflight.set(r.packetId, {
           delivery: r.phase === 'publish' && r.message !== undefined ? fromInboxMessage(r.message) : undefined,
           phase: r.phase,
+          deferred: undefined,
+          sentAt: 0,
+          resends: 0,
         });
         if (r.packetId >= this.nextPacketId) this.nextPacketId = r.packetId === 65535 ? 1 : r.packetId + 1;
       }
@@ -384,17 +418,30 @@ export class Session implements WheelEntry {
     }
   }
 
-  /** Append to the storage inbox; then, if the client is there, move what the window allows. */
+  /**
+   * Append to the storage inbox; then, if the client is there, move what the window allows. Over
+   * the tenant's TotalPersistentSessionSpaceBytes the delivery is dropped for this session.
+   */
   private appendToInbox(d: Delivery): Promise<void> {
+    if (!this.host.hasRoom(this, 'TotalPersistentSessionSpaceBytes')) {
+      this.host.dropped(this, d, 'quota');
+      return Promise.resolve();
+    }
     const { maxSize, dropOldest } = this.host.queueLimit(this.tenantId);
     this.inboxBacklog++;
+    const size = d.msg.size;
     return this.host.persistence.append(this, d, maxSize, dropOldest).then((r) => {
       if (r.appended === 0) {
         this.inboxBacklog--;
         this.host.dropped(this, d, 'queue-full');
-      } else if (r.dropped > 0) {
-        this.inboxBacklog -= r.dropped;
-        this.host.dropped(this, d, 'queue-full');
+      } else {
+        this.accountInbox(size);
+        if (r.dropped > 0) {
+          this.inboxBacklog -= r.dropped;
+          // The store drops its oldest entries without telling their sizes: counted as this one's.
+          this.accountInbox(-size * r.dropped);
+          this.host.dropped(this, d, 'queue-full');
+        }
       }
       if (this.link !== undefined) void this.pump();
     });
@@ -425,6 +472,7 @@ export class Session implements WheelEntry {
           this.inboxCursor = e.seq;
           this.inboxBacklog--;
           const d = fromInboxMessage(e);
+          this.accountInbox(-d.msg.size);
           if (d.msg.expired(now)) {
             this.host.dropped(this, d, 'expired');
             continue;
@@ -435,7 +483,7 @@ export class Session implements WheelEntry {
             continue;
           }
           const packetId = this.allocatePacketId();
-          this.inflight.set(packetId, { delivery: d, phase: 'publish' });
+          this.track(packetId, { delivery: d, phase: 'publish', deferred: undefined, sentAt: 0, resends: 0 });
           records.push({ packetId, phase: 'publish', message: e });
           if (current !== undefined && !current.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
         }
@@ -449,8 +497,13 @@ export class Session implements WheelEntry {
     }
   }
 
-  /** A delivery in flight that will never be sent (too large, expired): discarded as if completed [MQTT-3.1.2-25]. */
-  private completeLocally(packetId: number, d: Delivery, reason: 'too-large' | 'expired'): void {
+  private track(packetId: number, entry: Inflight): void {
+    this.inflight.set(packetId, entry);
+    if (!this.resendWatched && this.link?.v5 === false) this.host.watchResends(this);
+  }
+
+  /** A delivery in flight that will never be sent (too large, expired, resends exhausted): discarded as if completed [MQTT-3.1.2-25]. */
+  private completeLocally(packetId: number, d: Delivery, reason: 'too-large' | 'expired' | 'resends-exhausted'): void {
     const deferred = this.inflight.get(packetId)?.deferred;
     this.inflight.delete(packetId);
     if (deferred !== undefined && deferred.state === 'waiting') {
@@ -463,11 +516,16 @@ export class Session implements WheelEntry {
 
   private send(link: SessionLink, d: Delivery): void {
     const packetId = this.allocatePacketId();
-    this.inflight.set(packetId, { delivery: d, phase: 'publish' });
+    this.track(packetId, { delivery: d, phase: 'publish', deferred: undefined, sentAt: 0, resends: 0 });
     if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
   }
 
+  /** Queue in memory, within SessionInboxSize (QoS0DropOldest) and the tenant's TotalSessionMemoryBytes. */
   private enqueue(d: Delivery): void {
+    if (!this.host.hasRoom(this, 'TotalSessionMemoryBytes')) {
+      this.host.dropped(this, d, 'quota');
+      return;
+    }
     const limit = this.host.queueLimit(this.client.tenantId);
     if (this.queue.length - this.queueHead >= limit.maxSize) {
       if (!limit.dropOldest) {
@@ -476,9 +534,55 @@ export class Session implements WheelEntry {
       }
       const oldest = this.queue[this.queueHead]!;
       this.queue[this.queueHead++] = undefined as unknown as Delivery;
+      this.accountQueued(-oldest.msg.size);
       this.host.dropped(this, oldest, 'queue-full');
     }
     this.queue.push(d);
+    this.accountQueued(d.msg.size);
+  }
+
+  private accountQueued(delta: number): void {
+    if (delta === 0) return;
+    this.queuedBytes += delta;
+    this.host.adjustUsage(this, 'TotalSessionMemoryBytes', delta);
+  }
+
+  /** Inbox bytes this process appended; entries from before a restart are not counted, so it never goes below 0. */
+  private accountInbox(delta: number): void {
+    if (delta < 0 && -delta > this.inboxBytes) delta = -this.inboxBytes;
+    if (delta === 0) return;
+    this.inboxBytes += delta;
+    this.host.adjustUsage(this, 'TotalPersistentSessionSpaceBytes', delta);
+  }
+
+  /**
+   * MQTT 3 only: resend deliveries unacknowledged for `timeoutMs` with DUP (PUBREL again for
+   * QoS 2 in its second phase), at most `maxResends` times, then give them up (dropped, the
+   * packet id freed). Returns whether anything is still in flight.
+   */
+  resendOverdue(now: number, timeoutMs: number, maxResends: number): boolean {
+    const link = this.link;
+    if (link === undefined || link.v5) return false;
+    for (const [packetId, entry] of this.inflight) {
+      const sentAt = entry.sentAt;
+      if (sentAt === 0) {
+        entry.sentAt = now;
+        continue;
+      }
+      if (now - sentAt < timeoutMs) continue;
+      const resends = entry.resends;
+      const d = entry.delivery;
+      if (resends >= maxResends) {
+        if (d !== undefined) this.completeLocally(packetId, d, 'resends-exhausted');
+        else this.complete(packetId);
+        continue;
+      }
+      entry.resends = resends + 1;
+      entry.sentAt = now;
+      if (d === undefined) link.sendPubrel(packetId);
+      else if (!link.sendPublish(d, packetId, true)) this.completeLocally(packetId, d, 'too-large');
+    }
+    return this.inflight.size > 0;
   }
 
   private allocatePacketId(): number {

@@ -1,47 +1,119 @@
 import { RESOURCE_TYPES, type ResourceType, type TenantUsageReader } from '@bifro/spi';
 
 const RESOURCE_INDEX = new Map<ResourceType, number>(RESOURCE_TYPES.map((r, i) => [r, i]));
+const IS_RATE = RESOURCE_TYPES.map((r) => r.endsWith('PerSecond'));
+
+/** Index of a resource in {@link TenantState.values}. */
+export function resourceIndex(resource: ResourceType): number {
+  return RESOURCE_INDEX.get(resource)!;
+}
+
+/** Traffic counters per tenant, since the broker started (indices into {@link TenantState.counters}). */
+export const COUNTER = {
+  messagesIn: 0,
+  bytesIn: 1,
+  messagesOut: 2,
+  bytesOut: 3,
+  messagesDropped: 4,
+  /** Live sessions, transient and persistent (a gauge). */
+  sessions: 5,
+} as const;
+const COUNTER_COUNT = 6;
 
 /**
- * Live usage per tenant: gauges (connections, subscriptions...) and one-second rate windows
- * (connects per second, inbound bytes per second...). One Float64Array per tenant, indexed by
- * resource, so updates on hot paths are an array write.
+ * One tenant's usage. Hot paths (a connection's deliveries) keep a reference to it, so counting is
+ * an array write without a map lookup.
+ */
+export class TenantState {
+  /** Gauges and current one-second rate windows, indexed like RESOURCE_TYPES. */
+  readonly values = new Float64Array(RESOURCE_TYPES.length);
+  /** When each rate's current window started. */
+  readonly windowStart = new Float64Array(RESOURCE_TYPES.length);
+  /** Traffic counters, indexed by {@link COUNTER}. */
+  readonly counters = new Float64Array(COUNTER_COUNT);
+
+  /** Count `amount` into the current one-second window of the rate at `index`. */
+  countRate(index: number, amount: number, now: number): void {
+    if (now - this.windowStart[index]! >= 1000) {
+      this.windowStart[index] = now;
+      this.values[index] = 0;
+    }
+    this.values[index]! += amount;
+  }
+
+  get(index: number, now: number): number {
+    if (IS_RATE[index] && now - this.windowStart[index]! >= 1000) return 0;
+    return this.values[index]!;
+  }
+}
+
+/** What core knows of one tenant: the source for throttling, the admin API and metrics. */
+export interface TenantMetrics {
+  readonly connections: number;
+  /** Live sessions, transient and persistent (disconnected persistent ones included). */
+  readonly sessions: number;
+  readonly persistentSessions: number;
+  readonly transientSubscriptions: number;
+  readonly persistentSubscriptions: number;
+  readonly sharedSubscriptions: number;
+  /** PUBLISH packets accepted from clients, and their payload bytes. */
+  readonly messagesIn: number;
+  readonly bytesIn: number;
+  /** PUBLISH packets written to subscribers, and their bytes on the wire. */
+  readonly messagesOut: number;
+  readonly bytesOut: number;
+  /** Deliveries dropped: queue full, expired, too large, quota, resends exhausted, fan-out caps. */
+  readonly messagesDropped: number;
+  readonly retainedMessages: number;
+  readonly retainedBytes: number;
+  /** Message bytes waiting in memory queues of transient sessions. */
+  readonly sessionMemoryBytes: number;
+  /** Message bytes appended to persistent inboxes by this process and not yet delivered. */
+  readonly inboxBytes: number;
+}
+
+/**
+ * Live usage per tenant: gauges (connections, subscriptions...), one-second rate windows
+ * (connects per second, inbound bytes per second...) and traffic counters, in one
+ * {@link TenantState} per tenant, so updates on hot paths are array writes.
  */
 export class TenantUsage implements TenantUsageReader {
-  private readonly tenants = new Map<string, Float64Array>();
-  private readonly rateWindowStart = new Map<string, Float64Array>();
+  private readonly tenants = new Map<string, TenantState>();
 
   get(tenantId: string, resource: ResourceType): number {
-    const values = this.tenants.get(tenantId);
-    if (values === undefined) return 0;
-    const i = RESOURCE_INDEX.get(resource)!;
-    if (resource.endsWith('PerSecond')) {
-      const start = this.rateWindowStart.get(tenantId)![i];
-      if (Date.now() - start >= 1000) return 0;
+    const state = this.tenants.get(tenantId);
+    if (state === undefined) return 0;
+    return state.get(RESOURCE_INDEX.get(resource)!, Date.now());
+  }
+
+  /** The tenant's state, created on first use. */
+  state(tenantId: string): TenantState {
+    let state = this.tenants.get(tenantId);
+    if (state === undefined) {
+      state = new TenantState();
+      this.tenants.set(tenantId, state);
     }
-    return values[i];
+    return state;
   }
 
   /** Add `delta` to a gauge. */
   add(tenantId: string, resource: ResourceType, delta: number): void {
-    this.values(tenantId)[RESOURCE_INDEX.get(resource)!] += delta;
+    this.state(tenantId).values[RESOURCE_INDEX.get(resource)!]! += delta;
   }
 
   /** Set a gauge (e.g. from totals a store reports). */
   set(tenantId: string, resource: ResourceType, value: number): void {
-    this.values(tenantId)[RESOURCE_INDEX.get(resource)!] = value;
+    this.state(tenantId).values[RESOURCE_INDEX.get(resource)!] = value;
   }
 
   /** Count `amount` into the current one-second window of a rate. */
   count(tenantId: string, resource: ResourceType, amount: number, now: number): void {
-    const values = this.values(tenantId);
-    const starts = this.rateWindowStart.get(tenantId)!;
-    const i = RESOURCE_INDEX.get(resource)!;
-    if (now - starts[i] >= 1000) {
-      starts[i] = now;
-      values[i] = 0;
-    }
-    values[i] += amount;
+    this.state(tenantId).countRate(RESOURCE_INDEX.get(resource)!, amount, now);
+  }
+
+  /** Add to a traffic counter. */
+  bump(tenantId: string, counter: number, amount: number): void {
+    this.state(tenantId).counters[counter]! += amount;
   }
 
   /** Tenants with any recorded usage. */
@@ -49,13 +121,27 @@ export class TenantUsage implements TenantUsageReader {
     return this.tenants.keys();
   }
 
-  private values(tenantId: string): Float64Array {
-    let values = this.tenants.get(tenantId);
-    if (values === undefined) {
-      values = new Float64Array(RESOURCE_TYPES.length);
-      this.tenants.set(tenantId, values);
-      this.rateWindowStart.set(tenantId, new Float64Array(RESOURCE_TYPES.length));
-    }
-    return values;
+  /** A snapshot of the tenant's metrics (all zero for a tenant never seen). */
+  metrics(tenantId: string): TenantMetrics {
+    const s = this.tenants.get(tenantId) ?? new TenantState();
+    const v = (r: ResourceType): number => s.values[RESOURCE_INDEX.get(r)!]!;
+    const c = s.counters;
+    return {
+      connections: v('TotalConnections'),
+      sessions: c[COUNTER.sessions]!,
+      persistentSessions: v('TotalPersistentSessions'),
+      transientSubscriptions: v('TotalTransientSubscriptions'),
+      persistentSubscriptions: v('TotalPersistentSubscriptions'),
+      sharedSubscriptions: v('TotalSharedSubscriptions'),
+      messagesIn: c[COUNTER.messagesIn]!,
+      bytesIn: c[COUNTER.bytesIn]!,
+      messagesOut: c[COUNTER.messagesOut]!,
+      bytesOut: c[COUNTER.bytesOut]!,
+      messagesDropped: c[COUNTER.messagesDropped]!,
+      retainedMessages: v('TotalRetainTopics'),
+      retainedBytes: v('TotalRetainedBytes'),
+      sessionMemoryBytes: v('TotalSessionMemoryBytes'),
+      inboxBytes: v('TotalPersistentSessionSpaceBytes'),
+    };
   }
 }

@@ -1,4 +1,4 @@
-import type { AccessAction } from '@bifro/spi';
+import type { AccessAction, BrokerEvent } from '@bifro/spi';
 import { loadPlugins, type PluginHost } from '../../src/plugin-host';
 import { capturingLogger, client, configWith, fixture, FixedUsage } from './plugin-host-fixtures';
 
@@ -57,6 +57,41 @@ describe('AclManager', () => {
       expect(stats.failures).toBe(mode === 'error' ? 0 : 2);
       expect(stats.timeouts).toBe(mode === 'hang' ? 2 : 0);
     });
+  });
+
+  it.each([
+    ['error', 'answeredError'],
+    ['throw', 'error'],
+    ['reject', 'error'],
+    ['hang', 'timeout'],
+    ['invalid', 'invalidResult'],
+  ])('reports a plugin failure (%s) as accessControlError with reason %s and the decision', async (mode, reason) => {
+    const sink: BrokerEvent[] = [];
+    const host = await load({
+      acl: [fixture('acl-errors', { mode })],
+      settings: bypassSettings,
+      events: [fixture('valid-events', { sink, eventTypes: ['accessControlError'] })],
+    });
+    await Promise.resolve(host.acl.check(client({ tenantId: 'open', clientId: 'c-open' }), publish('a/b')));
+    await Promise.resolve(
+      host.acl.check(client({ tenantId: 'strict', clientId: 'c-strict' }), { type: 'subscribe', filter: 's/#', qos: 1 }),
+    );
+    expect(sink.map((e) => ({ type: e.type, group: e.group, tenantId: e.tenantId, clientId: e.clientId, detail: e.detail }))).toEqual([
+      {
+        type: 'accessControlError',
+        group: 'accessControl',
+        tenantId: 'open',
+        clientId: 'c-open',
+        detail: { plugin: '@fixtures/acl-errors', action: 'publish', topic: 'a/b', filter: undefined, reason, granted: true },
+      },
+      {
+        type: 'accessControlError',
+        group: 'accessControl',
+        tenantId: 'strict',
+        clientId: 'c-strict',
+        detail: { plugin: '@fixtures/acl-errors', action: 'subscribe', topic: undefined, filter: 's/#', reason, granted: false },
+      },
+    ]);
   });
 
   it('uses the registry default (grant) for ByPassPermCheckError when no settings plugin says otherwise', async () => {

@@ -48,6 +48,19 @@ function readUtf8(buf: Buffer, pos: number, end: number): [string, number] | und
   return [bytes.toString('utf8'), start + len];
 }
 
+/**
+ * Whether a PUBLISH body's topic is present but ill-formed UTF-8 or contains U+0000
+ * [MQTT-1.5.4-1], [MQTT-1.5.4-2]: tells a malformed topic from other reasons
+ * {@link decodePublish} refused the packet for (not on the hot path).
+ */
+export function hasMalformedTopic(body: Buffer): boolean {
+  if (body.length < 2) return false;
+  const len = body.readUInt16BE(0);
+  if (2 + len > body.length) return false;
+  const bytes = body.subarray(2, 2 + len);
+  return !isUtf8(bytes) || bytes.includes(0);
+}
+
 /** Decode a PUBLISH body. Errors: 0x81 malformed, 0x82 protocol error. */
 export function decodePublish(header: number, body: Buffer, v5: boolean): DecodedPublish | PublishDecodeError {
   const qos = (header >> 1) & 0x03;

@@ -74,7 +74,8 @@ export function handleAuth(conn: MqttConnection, packet: IAuthPacket): void {
       conn.authExchange = undefined;
       if (result.type === 'failed' || result.tenantId !== client.tenantId) {
         // A failed re-authentication ends the connection [MQTT-4.12.1-2]; so does a change of tenant.
-        engine.emit('reAuthFailed', client, { method });
+        conn.closeCause = 'reported';
+        engine.emit('reAuthFailed', client, { remoteAddress: conn.origin.remoteAddress, method });
         conn.disconnect(RC.NotAuthorized, result.type === 'failed' ? result.text : 'tenant changed on re-authentication');
         return;
       }

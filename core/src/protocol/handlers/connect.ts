@@ -121,14 +121,14 @@ export function handleConnect(conn: MqttConnection, packet: IConnectPacket): voi
   if (clientId.length === 0) {
     // An empty id needs a clean session in 3.1.1 [MQTT-3.1.3-7], [MQTT-3.1.3-8]; 3.1 does not allow it.
     if (version === 3 || (version === 4 && packet.clean === false)) {
-      engine.emit('identifierRejected', undefined, { remoteAddress: conn.origin.remoteAddress });
+      engine.emit('identifierRejected', undefined, { remoteAddress: conn.origin.remoteAddress, reason: 'empty client identifier' });
       refuse(conn, RC.ClientIdentifierNotValid, RC3.IdentifierRejected);
       return;
     }
     clientId = assignClientId();
     assigned = true;
   } else if (Buffer.byteLength(clientId) > engine.config.mqtt.maxClientIdLength) {
-    engine.emit('malformedClientIdentifier', undefined, { remoteAddress: conn.origin.remoteAddress });
+    engine.emit('malformedClientIdentifier', undefined, { remoteAddress: conn.origin.remoteAddress, reason: 'client identifier too long' });
     refuse(conn, RC.ClientIdentifierNotValid, RC3.IdentifierRejected);
     return;
   }
@@ -147,7 +147,7 @@ export function handleConnect(conn: MqttConnection, packet: IConnectPacket): voi
   const method = conn.v5 ? props?.authenticationMethod : undefined;
   if (method !== undefined) {
     if (!engine.auth.supportsMethod(method)) {
-      engine.emit('authError', undefined, { remoteAddress: conn.origin.remoteAddress, method });
+      engine.emit('authError', undefined, { remoteAddress: conn.origin.remoteAddress, clientId, reason: 'unsupported method', method });
       refuse(conn, RC.BadAuthenticationMethod, RC3.NotAuthorized, `authentication method ${method} not supported`);
       return;
     }
@@ -206,7 +206,12 @@ export function continueExtendedAuth(
   conn.authExchange = undefined;
   conn.pendingConnect = undefined;
   if (result.type === 'failed') {
-    conn.engine.emit('unauthenticated', undefined, { remoteAddress: conn.origin.remoteAddress, reason: result.reason });
+    conn.engine.emit('unauthenticated', undefined, {
+      remoteAddress: conn.origin.remoteAddress,
+      clientId: pending.clientId,
+      reason: result.reason,
+      method,
+    });
     refuse(conn, connackCodeForAuthReject(result.reason, 5), connackCodeForAuthReject(result.reason, conn.protocolVersion), result.text);
     return;
   }
@@ -231,7 +236,11 @@ async function finishConnect(
   const tenantId = identity.tenantId;
   const enabled = version === 3 ? 'MQTT3Enabled' : version === 4 ? 'MQTT4Enabled' : 'MQTT5Enabled';
   if (!engine.setting(tenantId, enabled)) {
-    engine.emit('unacceptedProtocolVersion', undefined, { remoteAddress: conn.origin.remoteAddress, level: version, tenantId });
+    engine.emit(
+      'unacceptedProtocolVersion',
+      { tenantId, clientId, userId: identity.userId },
+      { remoteAddress: conn.origin.remoteAddress, level: version },
+    );
     refuse(conn, RC.UnsupportedProtocolVersion, RC3.UnacceptableProtocolVersion, `MQTT level ${version} is disabled for this tenant`);
     return;
   }
@@ -252,7 +261,11 @@ async function finishConnect(
   const redirect = await engine.balancer.needRedirect(client);
   if (conn.isClosed()) return;
   if (redirect.type === 'redirect') {
-    engine.emit('redirected', client, { serverReference: redirect.serverReference, permanent: redirect.permanent });
+    engine.emit('redirected', client, {
+      remoteAddress: client.remoteAddress,
+      serverReference: redirect.serverReference,
+      permanent: redirect.permanent,
+    });
     refuse(conn, redirect.permanent ? RC.ServerMoved : RC.UseAnotherServer, RC3.ServerUnavailable, undefined, redirect.serverReference);
     return;
   }
@@ -278,8 +291,10 @@ async function finishConnect(
   const key = sessionListKey(tenantId, clientId);
   const live = engine.sessions.get(key)?.link;
   if (live !== undefined && live !== conn) {
-    engine.emit('kicked', engine.sessions.get(key)!.client, { reason: 'session taken over' });
-    (live as MqttConnection).disconnect(RC.SessionTakenOver);
+    const taken = live as MqttConnection;
+    taken.closeCause = 'reported';
+    engine.emit('kicked', engine.sessions.get(key)!.client, { remoteAddress: taken.origin.remoteAddress, reason: 'session taken over' });
+    taken.disconnect(RC.SessionTakenOver);
   }
   const forceTransient = engine.setting(tenantId, 'ForceTransient');
   const cleanStart = packet.clean !== false || forceTransient;
@@ -340,24 +355,26 @@ async function finishConnect(
   const keepAliveRaised = keepAlive > 0 && keepAlive < minKeepAlive;
   if (keepAliveRaised) keepAlive = minKeepAlive;
 
-  const maxPacket = Math.min(MQTT_MAX_PACKET, engine.setting(tenantId, 'MaxUserPayloadBytes') + 65536 + 4096);
+  // What CONNACK announces holds for the whole connection (D21).
+  const limits = engine.connectLimits(tenantId);
+  conn.limits = limits;
+  const maxPacket = Math.min(MQTT_MAX_PACKET, limits.maxUserPayloadBytes + 65536 + 4096);
   conn.setMaxInboundPacket(maxPacket);
   const connack: IConnackPacket = { cmd: 'connack', sessionPresent: existing !== undefined };
   if (conn.v5) {
     connack.reasonCode = RC.Success;
     const p: NonNullable<IConnackPacket['properties']> = {
-      receiveMaximum: engine.setting(tenantId, 'ReceivingMaximum'),
+      receiveMaximum: limits.receivingMaximum,
       maximumPacketSize: maxPacket,
     };
-    conn.topicAliasMaximumIn = engine.setting(tenantId, 'MaxTopicAlias');
+    conn.topicAliasMaximumIn = limits.maxTopicAlias;
     if (conn.topicAliasMaximumIn > 0) p.topicAliasMaximum = conn.topicAliasMaximumIn;
     if (requested !== expiry) p.sessionExpiryInterval = expiry;
-    const maxQoS = engine.setting(tenantId, 'MaximumQoS');
-    if (maxQoS < 2) p.maximumQoS = maxQoS as 0 | 1;
-    if (!engine.setting(tenantId, 'RetainEnabled')) p.retainAvailable = false;
-    if (!engine.setting(tenantId, 'WildcardSubscriptionEnabled')) p.wildcardSubscriptionAvailable = false;
-    if (!engine.setting(tenantId, 'SubscriptionIdentifierEnabled')) p.subscriptionIdentifiersAvailable = false;
-    if (!engine.setting(tenantId, 'SharedSubscriptionEnabled')) p.sharedSubscriptionAvailable = false;
+    if (limits.maximumQoS < 2) p.maximumQoS = limits.maximumQoS as 0 | 1;
+    if (!limits.retainEnabled) p.retainAvailable = false;
+    if (!limits.wildcardSubscriptionEnabled) p.wildcardSubscriptionAvailable = false;
+    if (!limits.subscriptionIdentifierEnabled) p.subscriptionIdentifiersAvailable = false;
+    if (!limits.sharedSubscriptionEnabled) p.sharedSubscriptionAvailable = false;
     if (assigned) p.assignedClientIdentifier = clientId;
     if (keepAliveRaised) p.serverKeepAlive = keepAlive;
     if (packet.properties?.requestResponseInformation === true && identity.responseInfo !== undefined)
@@ -396,7 +413,7 @@ function buildWill(
   const tenantId = client.tenantId;
   const payload = Buffer.isBuffer(w.payload) ? w.payload : Buffer.from(w.payload);
   if (!validateTopicName(w.topic, engine.topicLimits(tenantId)).ok) {
-    engine.emit('malformedWillTopic', client, { topic: w.topic });
+    engine.emit('malformedWillTopic', client, { remoteAddress: client.remoteAddress, reason: 'invalid will topic', topic: w.topic });
     refuse(conn, RC.TopicNameInvalid, RC3.ServerUnavailable, 'invalid will topic');
     return null;
   }

@@ -26,5 +26,6 @@ export function handleDisconnect(conn: MqttConnection, packet: IDisconnectPacket
           );
   }
   conn.normalDisconnect = !(conn.v5 && packet.reasonCode === 0x04);
+  conn.closeCause = { type: 'byClient', reasonCode: packet.reasonCode ?? 0 };
   conn.end();
 }

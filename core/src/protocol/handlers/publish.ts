@@ -5,6 +5,8 @@ import type { DecodedPublish } from '../codec/publish-codec';
 import { validateTopicName } from '../../dist/topic';
 import { Message } from '../../session/message';
 import { RC } from '../reason-codes';
+import { describeError } from '../../errors';
+import { COUNTER, resourceIndex } from '../../tenancy/tenant-usage';
 
 /**
  * PUBLISH from a client: resolve a topic alias, validate, check rate, size, QoS, retain and
@@ -43,7 +45,9 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
     return;
   }
 
-  const maxRate = engine.setting(tenantId, 'MsgPubPerSec');
+  let live = conn.live;
+  if (live.stale) live = conn.refreshLiveLimits();
+  const maxRate = live.msgPubPerSec;
   if (maxRate > 0) {
     const now = engine.wheel.now;
     if (now - conn.pubWindowStart >= 1000) {
@@ -55,17 +59,18 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
       return;
     }
   }
-  if (p.qos > engine.setting(tenantId, 'MaximumQoS')) {
+  const limits = conn.limits;
+  if (p.qos > limits.maximumQoS) {
     // QoS above the Maximum QoS we announced [MQTT-3.2.2-11].
     conn.protocolError(RC.QoSNotSupported, `QoS ${p.qos} not supported`, 'protocolViolation');
     return;
   }
-  if (p.retain && !engine.setting(tenantId, 'RetainEnabled')) {
+  if (p.retain && !limits.retainEnabled) {
     // Retain not available [MQTT-3.2.2-14].
     conn.protocolError(RC.RetainNotSupported, 'retain not supported', 'protocolViolation');
     return;
   }
-  if (p.payload.length > engine.setting(tenantId, 'MaxUserPayloadBytes')) {
+  if (p.payload.length > limits.maxUserPayloadBytes) {
     conn.protocolError(RC.PacketTooLarge, `payload of ${p.payload.length} bytes above MaxUserPayloadBytes`, 'oversizePacketDropped');
     return;
   }
@@ -73,10 +78,10 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
   if (p.qos === 2) {
     if (session.inboundQoS2.has(p.packetId)) {
       // A duplicate before PUBREL: acknowledge again, do not deliver again [MQTT-4.3.3-9].
-      conn.sendAck(5, p.packetId, 0);
+      conn.sendAck(5, p.packetId, 0, topic);
       return;
     }
-    if (session.inboundQoS2.size >= engine.setting(tenantId, 'ReceivingMaximum')) {
+    if (session.inboundQoS2.size >= limits.receivingMaximum) {
       // More unacknowledged QoS 2 than our Receive Maximum [MQTT-3.3.4-7].
       conn.protocolError(RC.ReceiveMaximumExceeded, 'receive maximum exceeded', 'receiveLimitExceeded');
       return;
@@ -86,7 +91,7 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
   if (p.properties?.payloadFormatIndicator === true && engine.setting(tenantId, 'PayloadFormatValidationEnabled') && !isUtf8(p.payload)) {
     // Payload Format Indicator 1 promises UTF-8 [MQTT-3.3.2-4]: refuse what is not.
     if (p.qos === 0) conn.protocolError(RC.PayloadFormatInvalid, 'payload is not UTF-8', 'protocolViolation');
-    else conn.sendAck(p.qos === 1 ? 4 : 5, p.packetId, conn.v5 ? RC.PayloadFormatInvalid : 0);
+    else conn.sendAck(p.qos === 1 ? 4 : 5, p.packetId, conn.v5 ? RC.PayloadFormatInvalid : 0, topic);
     return;
   }
 
@@ -106,8 +111,8 @@ function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed:
   if (!allowed) {
     engine.emit('pubActionDisallow', client, { topic, qos: p.qos });
     // v5: Not authorized on the acknowledgement; v3 cannot say no: acknowledged and dropped.
-    if (p.qos === 1) conn.sendAck(4, p.packetId, conn.v5 ? RC.NotAuthorized : 0);
-    else if (p.qos === 2) conn.sendAck(5, p.packetId, conn.v5 ? RC.NotAuthorized : 0);
+    if (p.qos === 1) conn.sendAck(4, p.packetId, conn.v5 ? RC.NotAuthorized : 0, topic);
+    else if (p.qos === 2) conn.sendAck(5, p.packetId, conn.v5 ? RC.NotAuthorized : 0, topic);
     return;
   }
   const now = Date.now();
@@ -129,28 +134,60 @@ function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed:
     expiry === undefined ? 0 : now + expiry * 1000,
     client.clientId,
   );
-  engine.usage.count(client.tenantId, 'TotalInboundBytesPerSecond', p.payload.length, engine.wheel.now);
+  const tenant = conn.tenant;
+  tenant.counters[COUNTER.messagesIn]++;
+  tenant.counters[COUNTER.bytesIn]! += p.payload.length;
+  tenant.countRate(INBOUND_RATE, p.payload.length, engine.wheel.now);
   if (!engine.throttler.hasResource(client.tenantId, 'TotalInboundBytesPerSecond') && conn.slowDown(INBOUND_SLOWDOWN_MS)) {
     engine.emit('resourceExhausted', client, { resource: 'TotalInboundBytesPerSecond' });
   }
   if (p.qos === 0) {
     if (p.retain) engine.retainMessage(client, msg).catch(() => undefined);
-    engine.publish(client.tenantId, msg);
+    distribute(conn, msg, undefined);
     return;
   }
   // QoS 1/2: acknowledged once what storage must keep is written (persistent subscribers'
   // inboxes, the retained message, our own QoS 2 packet id), in PUBLISH order.
   const waits: Promise<void>[] = [];
   if (p.retain) waits.push(engine.retainMessage(client, msg));
-  const matched = engine.publish(client.tenantId, msg, waits);
+  const matched = distribute(conn, msg, waits);
   const session = conn.session!;
   if (p.qos === 2) {
     session.inboundQoS2.add(p.packetId);
     if (session.persistent) waits.push(engine.persistence.addIncoming(session, p.packetId));
   }
   const wait = waits.length === 0 ? undefined : waits.length === 1 ? waits[0] : Promise.all(waits);
-  conn.ackAfter(p.qos === 1 ? 4 : 5, p.packetId, matched === 0 && conn.v5 ? RC_NO_MATCHING_SUBSCRIBERS : 0, wait);
+  if (wait !== undefined && engine.events.wants('distError'))
+    wait.catch((err: unknown) => engine.emit('distError', client, { what: 'publish', topic, qos: p.qos, error: describeError(err) }));
+  conn.ackAfter(p.qos === 1 ? 4 : 5, p.packetId, matched === 0 && conn.v5 ? RC_NO_MATCHING_SUBSCRIBERS : 0, wait, topic);
 }
+
+/**
+ * Hand an accepted message to the engine. A message that reaches no subscriber and is not
+ * retained is reported as `pubDiscarded`. A throw is logged; QoS 0 reports it as `distError` at
+ * once, QoS 1/2 adds it to `waits` (the publisher then gets no success, and `distError` is reported
+ * with the other failed writes). Returns the number of deliveries.
+ */
+function distribute(conn: MqttConnection, msg: Message, waits: Promise<void>[] | undefined): number {
+  const engine = conn.engine;
+  const client = conn.client!;
+  try {
+    const matched = engine.publish(client.tenantId, msg, waits);
+    if (matched === 0 && !msg.retain)
+      engine.emit('pubDiscarded', client, () => ({ topic: msg.topic, qos: msg.qos, size: msg.payload.length, reason: 'noSubscribers' }));
+    return matched;
+  } catch (err) {
+    engine.logger.error(
+      { tenantId: client.tenantId, clientId: client.clientId, topic: msg.topic, err: describeError(err) },
+      'publish not distributed',
+    );
+    if (waits !== undefined) waits.push(Promise.reject(err as Error));
+    else engine.emit('distError', client, { what: 'publish', topic: msg.topic, qos: msg.qos, error: describeError(err) });
+    return 0;
+  }
+}
+
+const INBOUND_RATE = resourceIndex('TotalInboundBytesPerSecond');
 
 /** How long reading pauses when the tenant's inbound bytes per second are used up. */
 const INBOUND_SLOWDOWN_MS = 100;

@@ -50,7 +50,8 @@ export function handleSubscribe(conn: MqttConnection, packet: ISubscribePacket):
 
   const codes: number[] = new Array<number>(subs.length);
   const checks: (Promise<boolean> | boolean)[] = [];
-  const maxQoS = engine.setting(tenantId, 'MaximumQoS');
+  const connectLimits = conn.limits;
+  const maxQoS = connectLimits.maximumQoS;
   const limits = engine.topicLimits(tenantId);
   for (let i = 0; i < subs.length; i++) {
     const s = subs[i]!;
@@ -69,15 +70,15 @@ export function handleSubscribe(conn: MqttConnection, packet: ISubscribePacket):
       continue;
     }
     const shared = check.parsed.shareKind !== 'none';
-    if (shared && !engine.setting(tenantId, 'SharedSubscriptionEnabled')) {
+    if (shared && !connectLimits.sharedSubscriptionEnabled) {
       fail(RC.SharedSubscriptionsNotSupported);
       continue;
     }
-    if (hasWildcard(check.parsed.topicFilter) && !engine.setting(tenantId, 'WildcardSubscriptionEnabled')) {
+    if (hasWildcard(check.parsed.topicFilter) && !connectLimits.wildcardSubscriptionEnabled) {
       fail(RC.WildcardSubscriptionsNotSupported);
       continue;
     }
-    if (subscriptionId !== undefined && !engine.setting(tenantId, 'SubscriptionIdentifierEnabled')) {
+    if (subscriptionId !== undefined && !connectLimits.subscriptionIdentifierEnabled) {
       fail(RC.SubscriptionIdentifiersNotSupported);
       continue;
     }
@@ -187,6 +188,12 @@ function sendRetained(conn: MqttConnection, g: Granted): void {
   const client = conn.client!;
   const session = conn.session!;
   const limit = engine.setting(client.tenantId, 'RetainMessageMatchLimit');
+  // TotalRetainMatchPerSecond: past it the subscription is made, its retained messages are not sent.
+  if (!engine.hasResource(client, 'TotalRetainMatchPerSecond')) {
+    session.releaseRetained([]);
+    return;
+  }
+  engine.usage.count(client.tenantId, 'TotalRetainMatchPerSecond', 1, engine.wheel.now);
   engine.retain.match(client.tenantId, r.filter, limit).then(
     (messages: Message[]) => {
       if (messages.length > 0) engine.emit('retainMsgMatched', client, { filter: r.filter, count: messages.length });

@@ -46,7 +46,7 @@ function finish(conn: MqttConnection, packet: IUnsubscribePacket, allowed: reado
   const unsuback: IUnsubackPacket = { cmd: 'unsuback', messageId: packet.messageId!, granted: conn.v5 ? codes : [] };
   const acknowledge = (): void => {
     conn.send(unsuback);
-    engine.emit('unsubAcked', client, {});
+    engine.emit('unsubAcked', client, () => ({ filters: packet.unsubscriptions.join(',') }));
   };
   if (session.persistent) engine.saveSession(session).then(acknowledge, acknowledge);
   else acknowledge();
