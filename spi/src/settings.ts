@@ -112,7 +112,7 @@ export const SETTINGS = {
     0,
     I32,
     'live',
-    'A subscriber that drains fewer messages per second than this while its queue is full is reported stalled.',
+    'A subscriber whose queue overflows while fewer PUBLISH packets per second leave for it than this is reported stalled (subscriberStalled event, once a second).',
   ),
   MaxResendTimes: int(
     3,

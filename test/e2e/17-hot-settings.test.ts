@@ -1,5 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { REPO, startTestBroker, type TestBroker } from '../support/test-broker';
@@ -11,7 +10,6 @@ import { REPO, startTestBroker, type TestBroker } from '../support/test-broker';
  */
 
 let tb: TestBroker;
-let dir: string;
 let file: string;
 const clients: MqttClient[] = [];
 
@@ -49,23 +47,13 @@ async function waitFor(check: () => Promise<boolean>, ms: number): Promise<boole
 }
 
 beforeAll(async () => {
-  dir = mkdtempSync(path.join(os.tmpdir(), 'bifro-hot-'));
-  file = path.join(dir, 'settings.yml');
-  writeFileSync(file, 'tenants:\n  hot:\n    MaxTopicLevels: 3\n    MQTT3Enabled: true\n');
-  tb = await startTestBroker(
-    `plugins:\n  settings:\n    use: "@bifro/plugin-settings-file"\n    options: { file: ${JSON.stringify(file)}, pollMs: 100 }`,
-    {
-      pluginsDir: path.join(REPO, 'plugins'),
-    },
-  );
+  tb = await startTestBroker('', { settings: 'tenants:\n  hot:\n    MaxTopicLevels: 3\n    MQTT3Enabled: true\n' });
+  file = tb.settingsFile;
 });
 afterEach(() => {
   for (const c of clients.splice(0)) c.end(true);
 });
-afterAll(async () => {
-  await tb.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => tb.stop());
 
 describe('17 hot settings', () => {
   it('applies MaxTopicLevels of one tenant within 2 s of a file edit, and leaves the other tenant alone', async () => {
@@ -84,13 +72,15 @@ describe('17 hot settings', () => {
     expect(Date.now() - started).toBeLessThan(2500);
   });
 
-  it('turns MQTT 3.1.1 off for a tenant at the next CONNECT, and refuses an invalid edit keeping the previous value', async () => {
-    writeFileSync(file, 'tenants:\n  hot:\n    MQTT4Enabled: false\n');
+  it('turns MQTT 3.1 and 3.1.1 off for a tenant at the next CONNECT, and refuses an invalid edit keeping the previous value', async () => {
+    expect((await connect({ protocolVersion: 3, protocolId: 'MQIsdp', clientId: 'v3-before', username: 'hot/u' })).code).toBe(0);
+    writeFileSync(file, 'tenants:\n  hot:\n    MQTT4Enabled: false\n    MQTT3Enabled: false\n');
     const refused = await waitFor(
       async () => (await connect({ protocolVersion: 4, clientId: `v4-${Date.now()}`, username: 'hot/u' })).code === 1,
       3000,
     );
     expect(refused).toBe(true);
+    expect((await connect({ protocolVersion: 3, protocolId: 'MQIsdp', clientId: 'v3-after', username: 'hot/u' })).code).toBe(1);
     writeFileSync(file, 'tenants:\n  hot:\n    MQTT4Enabled: "no"\n');
     await new Promise((r) => setTimeout(r, 1200));
     expect((await connect({ protocolVersion: 4, clientId: 'v4-still-off', username: 'hot/u' })).code).toBe(1);

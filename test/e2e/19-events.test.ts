@@ -112,6 +112,7 @@ describe('19 events: every type a collector asks for', () => {
         '        dbg: { DebugModeEnabled: true }',
         '        strict: { ByPassPermCheckError: false }',
         '        fan: { MaxGroupFanout: 1 }',
+        '        stall: { SessionInboxSize: 2, MinSendPerSec: 8 }',
         '  acl: ["@fixtures/valid-acl", { use: "@fixtures/acl-errors", options: { mode: error } }]',
         '  throttler: { use: "@fixtures/valid-throttler", options: { exhausted: [full] } }',
         '  storage: { use: "@fixtures/valid-storage", options: { failInboxFor: sick } }',
@@ -120,6 +121,26 @@ describe('19 events: every type a collector asks for', () => {
     );
   });
   afterAll(() => tb.stop());
+
+  it('reports subscriberStalled (MinSendPerSec) once a second when the queue overflows while fewer messages leave than the minimum', async () => {
+    const from = events.length;
+    const subId = uniqueName('stall-sub');
+    // Receive Maximum 1 and no PUBACK: one message leaves, then the queue (SessionInboxSize 2) overflows.
+    const sub = clients.track(
+      await rawConnect(tb.port, { protocolVersion: 5, clientId: subId, username: 'stall/s', properties: { receiveMaximum: 1 } }),
+    );
+    sub.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'stall/t', qos: 1 }] });
+    await expectPacket(sub.raw, 'suback');
+    const { client: pub } = await connectAsync(tb.port, { protocolVersion: 5, clientId: uniqueName('stall-pub'), username: 'stall/p' });
+    clients.track(pub);
+    for (let i = 0; i < 6; i++) await pub.publishAsync('stall/t', `m${i}`, { qos: 1 });
+    const e = await waitEvent(events, 'subscriberStalled', subId, from);
+    expect(e.tenantId).toBe('stall');
+    expect(e.detail).toEqual({ reason: 'MinSendPerSec', sentPerSecond: 1, minSendPerSec: 8 });
+    expect(find(events, 'inboxOverflowed', subId, from)).toHaveLength(3);
+    // Three overflows in the same second: reported once.
+    expect(find(events, 'subscriberStalled', subId, from)).toHaveLength(1);
+  });
 
   it('reports clientConnected, sessionStarted, byClient and sessionStopped for a client that connects and disconnects', async () => {
     const since = Date.now();

@@ -131,6 +131,12 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   private outRetry = false;
   /** Bytes written since the tenant's outbound quota was last asked. */
   private outSinceCheck = 0;
+  /** PUBLISH packets written in the current and the last one-second window (MinSendPerSec). */
+  private sentWindowStart = 0;
+  private sentInWindow = 0;
+  private sentLastWindow = 0;
+  /** subscriberStalled (MinSendPerSec) was reported in the current window. */
+  private stallReported = false;
   aliasesIn: (string | undefined)[] = [];
   private aliasesOut: Map<string, number> | undefined;
   private readonly reader: FrameReader;
@@ -479,7 +485,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     const now = this.engine.wheel.now;
     if (this.stalledSince === 0) {
       this.stalledSince = now;
-      this.engine.emit('subscriberStalled', this.client, { buffered: this.socket.writableLength });
+      this.engine.emit('subscriberStalled', this.client, { reason: 'writeHighWater', buffered: this.socket.writableLength });
     } else if (now - this.stalledSince > mqtt.slowConsumerTimeoutMs) {
       // Not from inside the delivery loop that asked.
       const stalledMs = now - this.stalledSince;
@@ -575,6 +581,8 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     const now = this.engine.wheel.now;
     tenant.countRate(OUTBOUND_RATE, size, now);
     this.outSinceCheck += size;
+    if (now - this.sentWindowStart >= 1000) this.rollSentWindow(now);
+    this.sentInWindow++;
     if (this.live.outBoundBandWidth > 0) {
       if (now - this.outWindowStart >= 1000) {
         this.outWindowStart = now;
@@ -583,6 +591,29 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       this.outWindowBytes += size;
     }
     return true;
+  }
+
+  private rollSentWindow(now: number): void {
+    this.sentLastWindow = now - this.sentWindowStart >= 2000 ? 0 : this.sentInWindow;
+    this.sentWindowStart = now;
+    this.sentInWindow = 0;
+    this.stallReported = false;
+  }
+
+  /**
+   * The session queue overflowed: when fewer PUBLISH packets left in the last second than the
+   * tenant's MinSendPerSec, the subscriber is reported stalled (once per second).
+   */
+  queueOverflowed(): void {
+    if (this.state !== 'connected' || !this.engine.events.wants('subscriberStalled')) return;
+    const now = this.engine.wheel.now;
+    if (now - this.sentWindowStart >= 1000) this.rollSentWindow(now);
+    if (this.stallReported) return;
+    const sent = Math.max(this.sentLastWindow, this.sentInWindow);
+    const min = this.engine.setting(this.client!.tenantId, 'MinSendPerSec');
+    if (sent >= min) return;
+    this.stallReported = true;
+    this.engine.emit('subscriberStalled', this.client, { reason: 'MinSendPerSec', sentPerSecond: sent, minSendPerSec: min });
   }
 
   sendPubrel(packetId: number): void {

@@ -496,7 +496,10 @@ export class Engine implements SessionHost {
     this.usage.bump(session.tenantId, COUNTER.messagesDropped, 1);
     const type = delivery.qos === 0 ? 'qos0Dropped' : delivery.qos === 1 ? 'qos1Dropped' : 'qos2Dropped';
     this.emit(type, session.client, () => ({ topic: delivery.msg.topic, reason }));
-    if (reason === 'queue-full') this.emit('inboxOverflowed', session.client, () => ({ topic: delivery.msg.topic }));
+    if (reason === 'queue-full') {
+      this.emit('inboxOverflowed', session.client, () => ({ topic: delivery.msg.topic }));
+      session.link?.queueOverflowed();
+    }
     if (reason === 'too-large')
       this.emit('oversizePacketDropped', session.client, () => ({ topic: delivery.msg.topic, size: delivery.msg.payload.length }));
   }

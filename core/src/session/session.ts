@@ -45,6 +45,8 @@ export interface SessionLink {
   /** Write a PUBLISH. Returns false when it was dropped (larger than the client's Maximum Packet Size). */
   sendPublish(delivery: Delivery, packetId: number, dup: boolean): boolean;
   sendPubrel(packetId: number): void;
+  /** The session's queue overflowed while this connection served it (MinSendPerSec). */
+  queueOverflowed(): void;
 }
 
 /** The broker services a session reports to. */
