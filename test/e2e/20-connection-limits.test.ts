@@ -1,9 +1,7 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
-import { REPO, startTestBroker, type TestBroker } from '../support/test-broker';
-import { expectPacket, rawConnect, sleep, waitUntil } from '../support/mqtt-helpers';
+import { writeFileSync } from 'node:fs';
+import type { IClientOptions, MqttClient } from 'mqtt';
+import { startTestBroker, type TestBroker } from '../support/test-broker';
+import { expectPacket, rawConnect, sleep, tryConnect, waitUntil } from '../support/mqtt-helpers';
 
 /**
  * Area 20, per-connection limits from tenant settings and the tenant metrics core keeps:
@@ -14,7 +12,6 @@ import { expectPacket, rawConnect, sleep, waitUntil } from '../support/mqtt-help
  */
 
 let tb: TestBroker;
-let dir: string;
 let file: string;
 const clients: MqttClient[] = [];
 
@@ -27,41 +24,23 @@ const BASE = [
   '  box: { SessionInboxSize: 10 }',
 ].join('\n');
 
-function connect(opts: IClientOptions): Promise<{ client: MqttClient; code: number; maximumQoS: number | undefined }> {
-  return new Promise((resolve) => {
-    const client = mqtt.connect({
-      host: '127.0.0.1',
-      port: tb.port,
-      reconnectPeriod: 0,
-      connectTimeout: 5000,
-      protocolVersion: 5,
-      ...opts,
-    });
-    clients.push(client);
-    client.once('connect', (connack) => resolve({ client, code: connack.reasonCode ?? 0, maximumQoS: connack.properties?.maximumQoS }));
-    client.once('error', (err: Error & { code?: number }) => resolve({ client, code: err.code ?? -1, maximumQoS: undefined }));
-  });
+async function connect(opts: IClientOptions): Promise<{ client: MqttClient; code: number; maximumQoS: number | undefined }> {
+  const r = await tryConnect(tb.port, { protocolVersion: 5, ...opts });
+  clients.push(r.client);
+  return { client: r.client, code: r.connack?.reasonCode ?? r.error?.code ?? -1, maximumQoS: r.connack?.properties?.maximumQoS };
 }
 
 const payload = (i: number): Buffer => Buffer.concat([Buffer.from(`m${i}`.padEnd(4, '_')), Buffer.alloc(9_996)]);
 const expected = (n: number): string[] => Array.from({ length: n }, (_, i) => `m${i}`.padEnd(4, '_'));
 
 beforeAll(async () => {
-  dir = mkdtempSync(path.join(os.tmpdir(), 'bifro-limits-'));
-  file = path.join(dir, 'settings.yml');
-  writeFileSync(file, BASE + '\n');
-  tb = await startTestBroker(
-    `plugins:\n  settings:\n    use: "@bifro/plugin-settings-file"\n    options: { file: ${JSON.stringify(file)}, pollMs: 100 }`,
-    { pluginsDir: path.join(REPO, 'plugins') },
-  );
+  tb = await startTestBroker('', { settings: BASE + '\n' });
+  file = tb.settingsFile;
 });
 afterEach(() => {
   for (const c of clients.splice(0)) c.end(true);
 });
-afterAll(async () => {
-  await tb.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => tb.stop());
 
 describe('20 bandwidth per connection', () => {
   it('slows reading past InBoundBandWidth and loses nothing', async () => {

@@ -15,6 +15,8 @@ export interface TestBroker {
   /** Every bound listener, in configuration order: the tcp one first, then `opts.listeners`. */
   readonly listeners: readonly ListenerAddress[];
   readonly dir: string;
+  /** The settings file the settings-file plugin watches (with `opts.settings`); edit it to change settings while running. */
+  readonly settingsFile: string;
   /** Log lines written so far (JSON objects). */
   readonly logs: Record<string, unknown>[];
   stop(): Promise<void>;
@@ -27,6 +29,11 @@ export interface TestBrokerOptions {
    * `{ name: tls, type: tls, host: 127.0.0.1, port: 0, tls: { cert: "/tmp/x.crt", key: "/tmp/x.key" } }`.
    */
   readonly listeners?: readonly string[];
+  /**
+   * Run the first-party settings-file plugin (polling every 100 ms) on a file in the broker's
+   * temp dir with this initial content; the plugins dir then defaults to the repository's plugins.
+   */
+  readonly settings?: string;
 }
 
 /**
@@ -36,11 +43,18 @@ export interface TestBrokerOptions {
 export async function startTestBroker(yaml = '', opts: TestBrokerOptions = {}): Promise<TestBroker> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'bifro-e2e-'));
   const file = path.join(dir, 'bifro.yml');
+  const settingsFile = path.join(dir, 'settings.yml');
+  let pluginsDir = opts.pluginsDir ?? FIXTURE_PLUGINS;
+  if (opts.settings !== undefined) {
+    writeFileSync(settingsFile, opts.settings);
+    pluginsDir = opts.pluginsDir ?? path.join(REPO, 'plugins');
+    yaml = `plugins:\n  settings:\n    use: "@bifro/plugin-settings-file"\n    options: { file: ${JSON.stringify(settingsFile)}, pollMs: 100 }\n${yaml}`;
+  }
   writeFileSync(
     file,
     [
       `dataDir: ${JSON.stringify(path.join(dir, 'data'))}`,
-      `pluginsDir: ${JSON.stringify(opts.pluginsDir ?? FIXTURE_PLUGINS)}`,
+      `pluginsDir: ${JSON.stringify(pluginsDir)}`,
       'listeners:',
       '  - { name: tcp, type: tcp, host: 127.0.0.1, port: 0 }',
       ...(opts.listeners ?? []).map((l) => `  - ${l}`),
@@ -63,6 +77,7 @@ export async function startTestBroker(yaml = '', opts: TestBrokerOptions = {}): 
     port: broker.listeners[0]!.port,
     listeners: broker.listeners,
     dir,
+    settingsFile,
     logs,
     async stop() {
       await broker.stop('test done');
