@@ -1,12 +1,12 @@
 /**
  * One raw MQTT connection of the load generator: a TCP socket, pre-encoded packets and the frame
- * splitter. Counting happens in the splitter; only control packets and QoS 1 PUBLISH packets
- * (to acknowledge them) cost a call.
+ * splitter. Counting happens in the splitter; only control packets, QoS 1/2 PUBLISH packets (to
+ * acknowledge them) and, for latency subscribers, every PUBLISH cost a call.
  */
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { FrameSplitter, PacketType, publishPacketId } from './frame-splitter';
-import { encodePubacks, encodeSubscribe, type QoS } from './packets';
+import { FrameSplitter, PacketType, publishPacketId, readVarInt, type FrameHandler } from './frame-splitter';
+import { AckByte, encodeAcks, encodeSubscribe, type MqttVersion, type QoS } from './packets';
 
 export interface Endpoint {
   readonly host: string;
@@ -15,12 +15,26 @@ export interface Endpoint {
 
 type ControlWaiter = (first: number, buf: Buffer, bodyStart: number, bodyEnd: number) => void;
 
+/** What an MQTT 5 CONNACK said about limits (defaults otherwise). */
+export interface ServerLimits {
+  /** Unacknowledged QoS 1/2 PUBLISH packets the broker accepts from this client. */
+  receiveMaximum: number;
+  maximumQoS: number;
+  sharedSubscriptions: boolean;
+  wildcardSubscriptions: boolean;
+}
+
 export class BenchClient {
   readonly splitter: FrameSplitter;
   /** Milliseconds from writing CONNECT to reading CONNACK. */
   connackMs = 0;
-  /** Acknowledge every QoS 1 PUBLISH received (as a subscriber). */
+  /** CONNACK's session present flag. */
+  sessionPresent = false;
+  readonly limits: ServerLimits = { receiveMaximum: 65535, maximumQoS: 2, sharedSubscriptions: true, wildcardSubscriptions: true };
+  /** Acknowledge every QoS 1/2 PUBLISH received (as a subscriber). */
   autoAck = false;
+  /** Called for every PUBLISH received once `splitter.inspectPublishes` is set. */
+  onPublish: FrameHandler | null = null;
   /** Called after each chunk read, once its frames are counted. */
   onChunk: (() => void) | null = null;
   /** Called once when the connection ends without `close()` having been called. */
@@ -30,11 +44,13 @@ export class BenchClient {
 
   private closing = false;
   private readonly waiters = new Map<number, ControlWaiter>();
+  /** Acknowledgements to write after the current chunk: first byte, packet id, ... */
   private readonly acks: number[] = [];
 
   private constructor(
     readonly socket: net.Socket,
     readonly clientId: string,
+    readonly version: MqttVersion,
   ) {
     this.splitter = new FrameSplitter((first, buf, start, end) => this.frame(first, buf, start, end));
     socket.on('data', (chunk: Buffer) => this.data(chunk));
@@ -46,10 +62,10 @@ export class BenchClient {
    * Opens a TCP connection, writes the pre-encoded CONNECT and resolves once a successful CONNACK
    * arrives; rejects on a refusal, a close, an error or after `timeoutMs`.
    */
-  static open(endpoint: Endpoint, clientId: string, connect: Buffer, timeoutMs: number): Promise<BenchClient> {
+  static open(endpoint: Endpoint, clientId: string, connect: Buffer, timeoutMs: number, version: MqttVersion = 4): Promise<BenchClient> {
     return new Promise((resolve, reject) => {
       const socket = net.connect({ host: endpoint.host, port: endpoint.port, noDelay: true });
-      const client = new BenchClient(socket, clientId);
+      const client = new BenchClient(socket, clientId, version);
       let settled = false;
       let sentAt = 0;
       const fail = (reason: string): void => {
@@ -65,9 +81,13 @@ export class BenchClient {
         if (settled) return;
         const code = end - start >= 2 ? buf[start + 1]! : -1;
         if (code !== 0) {
-          fail(`CONNACK refused the connection (return code ${code})`);
+          fail(
+            `CONNACK refused the connection (${version === 5 ? 'reason' : 'return'} code ${code === -1 ? 'missing' : `0x${code.toString(16)}`})`,
+          );
           return;
         }
+        client.sessionPresent = (buf[start]! & 1) === 1;
+        if (version === 5) client.readConnackProperties(buf, start + 2, end);
         settled = true;
         clearTimeout(timer);
         client.connackMs = performance.now() - sentAt;
@@ -101,11 +121,16 @@ export class BenchClient {
         previousLost?.(reason);
       };
       this.waiters.set(PacketType.SUBACK, (_first, buf, start, end) => {
-        const granted = end - start >= 3 ? buf[start + 2]! : 0x80;
+        let pos = start + 2;
+        if (this.version === 5) {
+          const props = readVarInt(buf, pos, end);
+          pos = props === null ? end : pos + props[1] + props[0];
+        }
+        const granted = pos < end ? buf[pos]! : 0x80;
         if (granted >= 0x80) done(new Error(`${this.clientId}: SUBACK refused the subscription to ${topic} (0x${granted.toString(16)})`));
         else done(null);
       });
-      this.socket.write(encodeSubscribe(messageId, topic, qos));
+      this.socket.write(encodeSubscribe(messageId, topic, qos, this.version));
     });
   }
 
@@ -128,7 +153,7 @@ export class BenchClient {
       return;
     }
     if (this.acks.length > 0) {
-      this.socket.write(encodePubacks(this.acks));
+      this.socket.write(encodeAcks(this.acks));
       this.acks.length = 0;
     }
     if (this.onChunk !== null) this.onChunk();
@@ -137,11 +162,64 @@ export class BenchClient {
   private frame(first: number, buf: Buffer, start: number, end: number): void {
     const type = first >> 4;
     if (type === PacketType.PUBLISH) {
-      if (this.autoAck && (first & 0x06) === 0x02) this.acks.push(publishPacketId(buf, start));
+      if (this.onPublish !== null) this.onPublish(first, buf, start, end);
+      if (this.autoAck) {
+        const qos = (first >> 1) & 0x03;
+        if (qos === 1) this.acks.push(AckByte.PUBACK, publishPacketId(buf, start));
+        else if (qos === 2) this.acks.push(AckByte.PUBREC, publishPacketId(buf, start));
+      }
+      return;
+    }
+    if (type === PacketType.PUBREC) {
+      // MQTT 5: a reason code ≥ 0x80 ends the exchange without PUBREL/PUBCOMP.
+      if (this.version === 5 && end - start >= 3 && buf[start + 2]! >= 0x80) {
+        this.lost(`the broker refused a QoS 2 PUBLISH (PUBREC reason 0x${buf[start + 2]!.toString(16)})`);
+        this.socket.destroy();
+        return;
+      }
+      this.acks.push(AckByte.PUBREL, buf.readUInt16BE(start));
+      return;
+    }
+    if (type === PacketType.PUBREL) {
+      this.acks.push(AckByte.PUBCOMP, buf.readUInt16BE(start));
       return;
     }
     const waiter = this.waiters.get(type);
     if (waiter !== undefined) waiter(first, buf, start, end);
+  }
+
+  /** Reads the limits an MQTT 5 CONNACK announces (properties start at `pos`). */
+  private readConnackProperties(buf: Buffer, pos: number, end: number): void {
+    const length = readVarInt(buf, pos, end);
+    if (length === null) return;
+    let p = pos + length[1];
+    const stop = Math.min(end, p + length[0]);
+    while (p < stop) {
+      const id = buf[p++]!;
+      const size = PROPERTY_SIZE[id];
+      if (size === undefined) return;
+      if (size === 1) {
+        const v = buf[p]!;
+        if (id === 0x24) this.limits.maximumQoS = v;
+        else if (id === 0x2a) this.limits.sharedSubscriptions = v === 1;
+        else if (id === 0x28) this.limits.wildcardSubscriptions = v === 1;
+        p += 1;
+      } else if (size === 2) {
+        if (id === 0x21) this.limits.receiveMaximum = buf.readUInt16BE(p);
+        p += 2;
+      } else if (size === 4) {
+        p += 4;
+      } else if (size === STRING) {
+        p += 2 + buf.readUInt16BE(p);
+      } else if (size === PAIR) {
+        p += 2 + buf.readUInt16BE(p);
+        p += 2 + buf.readUInt16BE(p);
+      } else {
+        const v = readVarInt(buf, p, stop);
+        if (v === null) return;
+        p += v[1];
+      }
+    }
   }
 
   private lost(reason: string): void {
@@ -152,3 +230,29 @@ export class BenchClient {
     if (cb !== null) cb(reason);
   }
 }
+
+const STRING = -1;
+const PAIR = -2;
+const VARINT = -3;
+
+/** Sizes of the MQTT 5 properties a CONNACK may carry (bytes; or string, string pair, variable int). */
+const PROPERTY_SIZE: Readonly<Record<number, number>> = {
+  0x11: 4, // session expiry interval
+  0x12: STRING, // assigned client identifier
+  0x13: 2, // server keep alive
+  0x15: STRING, // authentication method
+  0x16: STRING, // authentication data (binary: same layout)
+  0x1a: STRING, // response information
+  0x1c: STRING, // server reference
+  0x1f: STRING, // reason string
+  0x21: 2, // receive maximum
+  0x22: 2, // topic alias maximum
+  0x24: 1, // maximum QoS
+  0x25: 1, // retain available
+  0x26: PAIR, // user property
+  0x27: 4, // maximum packet size
+  0x28: 1, // wildcard subscription available
+  0x29: 1, // subscription identifiers available
+  0x2a: 1, // shared subscription available
+  0x0b: VARINT, // subscription identifier
+};

@@ -24,6 +24,8 @@ export interface BrokerProcess {
   readonly host: string;
   readonly port: number;
   readonly pid: number;
+  /** Null while it runs, else how it ended (`exit code 1`, `signal SIGKILL`). */
+  exited(): string | null;
   /** SIGTERM, then SIGKILL after 5 s; removes the temporary folder. */
   stop(): Promise<void>;
 }
@@ -187,7 +189,7 @@ export async function launchBroker(name: BrokerName, opts: LaunchOptions): Promi
       }
       await sleep(100);
     }
-    return { name, host: HOST, port, pid, stop: () => stopChild(pid) };
+    return { name, host: HOST, port, pid, exited: () => exited, stop: () => stopChild(pid) };
   } catch (err) {
     if (child?.pid !== undefined) await stopChild(child.pid);
     removeDir(dir);

@@ -1,13 +1,16 @@
 #!/usr/bin/env node
 /**
- * `npm run bench`: runs the load scenarios against Bifro, aedes and mosquitto in turn (a fresh
- * broker per scenario) and prints one table with the figures and the Bifro/aedes and
+ * `npm run bench:compare` (and `npm run bench`): starts Bifro, aedes and mosquitto, each on its
+ * own 127.0.0.1 port, and runs the same scenarios as `bifro bench` against each in turn,
+ * interleaved (for each repeat, for each scenario, each broker), so a slow phase of the machine
+ * hits every broker alike. Prints one table with the median figures and the Bifro/aedes and
  * Bifro/mosquitto ratios. A scenario that fails against a broker shows `error: <reason>` in its
  * cell; the run goes on.
  */
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
+import { performance } from 'node:perf_hooks';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import {
   BROKER_NAMES,
   findMosquitto,
@@ -19,53 +22,59 @@ import {
   pinSelf,
   stopAllBrokers,
   type BrokerName,
+  type BrokerProcess,
 } from './broker-process';
 import { machineInfo } from './machine';
 import { formatValue, renderComparison, renderCpu, renderNotes, type Cell } from './report';
-import { DEFAULT_TIMING, QUICK_TIMING, resolveParams, runScenario, type ScenarioResult, type Timing } from './scenario';
+import {
+  DEFAULT_TIMING,
+  QUICK_TIMING,
+  ParamError,
+  checkParams,
+  checkValue,
+  defaultWorkers,
+  flagOf,
+  keyOf,
+  resolveParams,
+  runScenario,
+  type ScenarioResult,
+  type Timing,
+} from './scenario';
 import { SCENARIOS, findScenario } from './scenarios';
 
-export const COMPARE_USAGE = `Usage: npm run bench -- [options]
+/** Every parameter flag of some scenario, with the scenarios that have it. */
+function paramFlags(): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const s of SCENARIOS)
+    for (const k of Object.keys(s.specs)) {
+      const flag = flagOf(k);
+      out.set(flag, [...(out.get(flag) ?? []), s.name]);
+    }
+  return out;
+}
 
-Runs each scenario against each broker (a fresh broker per scenario, on its own 127.0.0.1 port)
-and prints msg/s per broker with the Bifro/aedes and Bifro/mosquitto ratios.
+export const COMPARE_USAGE = `Usage: npm run bench:compare -- [options]
+
+Starts Bifro, aedes and mosquitto (when installed), each on its own 127.0.0.1 port, and runs the
+scenarios of \`bifro bench\` against each in turn, interleaved: for each repeat, for each scenario,
+each broker. Prints the median figures per broker and the Bifro/aedes and Bifro/mosquitto ratios.
 
 Options:
-  --quick                  short run: 0.5 s warm-up + 1.5 s measured (default 2 s + 5 s)
+  --quick                  about a minute: ${QUICK_TIMING.warmupMs / 1000} s warm-up + ${QUICK_TIMING.measureMs / 1000} s measured per cell and each
+                           scenario's quick parameters (default ${DEFAULT_TIMING.warmupMs / 1000} s + ${DEFAULT_TIMING.measureMs / 1000} s)
   --scenarios a,b          ${SCENARIOS.map((s) => s.name).join(', ')} (default: all)
   --brokers a,b            ${BROKER_NAMES.join(', ')} (default: all; mosquitto when installed)
   --duration <s>           measured window in seconds
   --warmup <s>             warm-up in seconds
-  --repeat <n>             run each cell n times (fresh broker each) and keep the median run (1)
-  --json <file>            also write every figure as JSON
-  --publishers <n>         fan-in publishers (20)
-  --subscribers <n>        fan-out subscribers (50)
-  --pairs <n>              QoS 1 publisher/subscriber pairs (10)
-  --inflight <n>           QoS 1 inflight window per publisher (64)
-  --connections <n>        idle connections (2000, capped by ulimit -n)
-  --payload <bytes>        payload size (64)
+  --repeat <n>             run every cell n times (interleaved) and keep the median run (1)
+  --workers <n>            generator worker threads (default min(cores − 1, 4), at least 1)
+  --fresh                  a freshly started broker for every cell (default: one per broker,
+                           restarted for idle-connections, which measures memory, or when it died)
+  --json <file>            also write every figure (each run, the medians, the machine) as JSON
+  --<parameter> <n>        a scenario parameter (bifro bench --list), applied to every scenario
+                           that has it, e.g. --payload 256 --qos 1 --publishers 5
   --no-pin                 do not pin broker and generator to different CPUs with taskset
   -h, --help               this help`;
-
-const OPTIONS = {
-  quick: { type: 'boolean' },
-  scenarios: { type: 'string' },
-  brokers: { type: 'string' },
-  duration: { type: 'string' },
-  warmup: { type: 'string' },
-  json: { type: 'string' },
-  repeat: { type: 'string' },
-  publishers: { type: 'string' },
-  subscribers: { type: 'string' },
-  pairs: { type: 'string' },
-  inflight: { type: 'string' },
-  connections: { type: 'string' },
-  payload: { type: 'string' },
-  'no-pin': { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
-
-const PARAM_OPTIONS = ['publishers', 'subscribers', 'pairs', 'inflight', 'connections', 'payload'] as const;
 
 export interface CompareOptions {
   readonly quick: boolean;
@@ -74,6 +83,8 @@ export interface CompareOptions {
   readonly timing: Timing;
   readonly json: string | null;
   readonly repeat: number;
+  readonly workers: number;
+  readonly fresh: boolean;
   readonly overrides: Readonly<Record<string, number>>;
   readonly pin: boolean;
 }
@@ -95,31 +106,87 @@ function list(text: string | undefined): string[] | null {
 
 /** Parses the command line; returns null for --help, throws on a usage error. */
 export function parseCompareArgs(argv: readonly string[]): CompareOptions | null {
-  const { values } = parseArgs({ args: [...argv], options: OPTIONS, strict: true, allowPositionals: false });
+  const flags = paramFlags();
+  const options: NonNullable<ParseArgsConfig['options']> = {
+    quick: { type: 'boolean' },
+    scenarios: { type: 'string' },
+    brokers: { type: 'string' },
+    duration: { type: 'string' },
+    warmup: { type: 'string' },
+    json: { type: 'string' },
+    repeat: { type: 'string' },
+    workers: { type: 'string' },
+    fresh: { type: 'boolean' },
+    'no-pin': { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
+  };
+  for (const flag of flags.keys()) options[flag] = { type: 'string' };
+  const { values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false });
+  const text = (name: string): string | undefined => {
+    const v = values[name];
+    return typeof v === 'string' ? v : undefined;
+  };
   if (values.help === true) return null;
   const quick = values.quick === true;
   const base = quick ? QUICK_TIMING : DEFAULT_TIMING;
+  const duration = text('duration');
+  const warmup = text('warmup');
   const timing: Timing = {
     ...base,
-    measureMs: values.duration === undefined ? base.measureMs : positiveNumber('duration', values.duration, false) * 1000,
-    warmupMs: values.warmup === undefined ? base.warmupMs : positiveNumber('warmup', values.warmup, false) * 1000,
+    measureMs: duration === undefined ? base.measureMs : positiveNumber('duration', duration, false) * 1000,
+    warmupMs: warmup === undefined ? base.warmupMs : positiveNumber('warmup', warmup, false) * 1000,
   };
-  const scenarios = list(values.scenarios) ?? SCENARIOS.map((s) => s.name);
+  const scenarios = list(text('scenarios')) ?? SCENARIOS.map((s) => s.name);
   for (const s of scenarios)
     if (findScenario(s) === undefined) throw new Error(`unknown scenario "${s}" (known: ${SCENARIOS.map((x) => x.name).join(', ')})`);
-  const brokerList = list(values.brokers) ?? [...BROKER_NAMES];
+  const brokerList = list(text('brokers')) ?? [...BROKER_NAMES];
   const brokers: BrokerName[] = [];
   for (const b of brokerList) {
     if (!isBrokerName(b)) throw new Error(`unknown broker "${b}" (known: ${BROKER_NAMES.join(', ')})`);
     brokers.push(b);
   }
   const overrides: Record<string, number> = {};
-  for (const key of PARAM_OPTIONS) {
-    const text = values[key];
-    if (text !== undefined) overrides[key] = positiveNumber(key, text, true);
+  for (const [flag, all] of flags) {
+    const owners = all.filter((o) => scenarios.includes(o));
+    const t = text(flag);
+    if (t === undefined) continue;
+    if (owners.length === 0) throw new Error(`--${flag} applies to none of the scenarios run (only to ${all.join(', ')})`);
+    const key = keyOf(flag);
+    const n = Number(t);
+    if (t.trim() === '' || !Number.isFinite(n)) throw new Error(`--${flag} needs a number, got "${t}"`);
+    for (const owner of owners) {
+      const problem = checkValue(findScenario(owner)!.specs[key]!, n);
+      if (problem !== null) throw new Error(`--${flag} ${problem} (for ${owner}), got ${t}`);
+    }
+    overrides[key] = n;
   }
-  const repeat = values.repeat === undefined ? 1 : positiveNumber('repeat', values.repeat, true);
-  return { quick, scenarios, brokers, timing, json: values.json ?? null, repeat, overrides, pin: values['no-pin'] !== true };
+  for (const s of scenarios) {
+    const scenario = findScenario(s)!;
+    try {
+      checkParams(scenario, resolveParams(scenario, quick, overrides));
+    } catch (err) {
+      if (err instanceof ParamError) throw new Error(err.message);
+      throw err;
+    }
+  }
+  const repeatText = text('repeat');
+  const repeat = repeatText === undefined ? 1 : positiveNumber('repeat', repeatText, true);
+  const workersText = text('workers');
+  const workers = workersText === undefined ? -1 : Number(workersText);
+  if (workersText !== undefined && (!Number.isInteger(workers) || workers < 0 || workers > 64))
+    throw new Error(`--workers must be 0..64, got "${workersText}"`);
+  return {
+    quick,
+    scenarios,
+    brokers,
+    timing,
+    json: text('json') ?? null,
+    repeat,
+    workers,
+    fresh: values.fresh === true,
+    overrides,
+    pin: values['no-pin'] !== true,
+  };
 }
 
 /** The run whose first headline figure is the median of the runs. */
@@ -129,8 +196,23 @@ export function medianRun(runs: readonly ScenarioResult[]): ScenarioResult {
   return sorted[Math.floor((sorted.length - 1) / 2)]!;
 }
 
+/** The order brokers run in for repeat `r`: rotated, so none is always first after a scenario change. */
+export function brokerOrder<T>(brokers: readonly T[], r: number): T[] {
+  const k = brokers.length === 0 ? 0 : r % brokers.length;
+  return [...brokers.slice(k), ...brokers.slice(0, k)];
+}
+
+function headlineText(r: ScenarioResult): string {
+  return r.headline
+    .map((k) => r.metrics[k])
+    .filter((m) => m !== undefined)
+    .map((m) => `${formatValue(m.value)} ${m.unit}`)
+    .join(', ');
+}
+
 /** Runs the comparison and prints the report; resolves with the exit code. */
 export async function compare(argv: readonly string[]): Promise<number> {
+  const t0 = performance.now();
   let opts: CompareOptions | null;
   try {
     opts = parseCompareArgs(argv);
@@ -146,6 +228,7 @@ export async function compare(argv: readonly string[]): Promise<number> {
   const machine = machineInfo();
   const explicitBrokers = argv.some((a) => a === '--brokers' || a.startsWith('--brokers='));
   const brokers = opts.brokers.filter((b) => b !== 'mosquitto' || explicitBrokers || findMosquitto() !== null);
+  const skipped = opts.brokers.filter((b) => !brokers.includes(b));
 
   let brokerCpus: string | null = null;
   let pinning = 'no (--no-pin)';
@@ -160,52 +243,99 @@ export async function compare(argv: readonly string[]): Promise<number> {
       if (!pinned) brokerCpus = null;
     }
   }
+  // After pinning: the default follows the CPUs this process may use.
+  const workers = opts.workers >= 0 ? opts.workers : defaultWorkers();
   const t = opts.timing;
   process.stderr.write(
-    `bifro bench: ${machine.cpus} × ${machine.cpuModel}, node ${machine.node}; pinning: ${pinning}\n` +
-      `window: ${t.warmupMs / 1000} s warm-up + ${t.measureMs / 1000} s measured; brokers: ${brokers.join(', ')}\n`,
+    `bifro bench:compare: ${machine.cpus} × ${machine.cpuModel}, node ${machine.node}; pinning: ${pinning}\n` +
+      `window: ${t.warmupMs / 1000} s warm-up + ${t.measureMs / 1000} s measured; repeat ${opts.repeat}; ` +
+      `generator: ${workers === 0 ? 'main thread' : `${workers} worker thread(s)`}; brokers: ${brokers.join(', ')}` +
+      `${skipped.length > 0 ? ` (${skipped.join(', ')} not installed)` : ''}\n`,
   );
 
-  const cells: Cell[] = [];
-  const params: Record<string, Record<string, number>> = {};
-  for (const name of opts.scenarios) {
-    const scenario = findScenario(name)!;
-    const p = resolveParams(scenario, opts.quick, opts.overrides);
-    params[name] = p;
-    for (const broker of brokers) {
-      if (isShuttingDown()) return 130;
-      let cell: Cell;
-      try {
-        if (broker === 'bifro' && !existsSync(path.join(repoRoot, 'core', 'dist', 'cli', 'main.js')))
-          throw new Error('core is not built (npm run build)');
-        const runs: ScenarioResult[] = [];
-        for (let i = 0; i < opts.repeat; i++) {
-          const proc = await launchBroker(broker, { repoRoot, cpus: brokerCpus });
-          try {
-            runs.push(await runScenario(scenario, { host: proc.host, port: proc.port, pid: proc.pid }, t, p));
-          } finally {
-            await proc.stop();
-          }
-        }
-        cell = { scenario: name, broker, result: medianRun(runs) };
-      } catch (err) {
-        cell = { scenario: name, broker, error: (err as Error).message };
-      }
-      cells.push(cell);
-      const summary =
-        cell.result === undefined
-          ? `error: ${cell.error}`
-          : cell.result.headline.map((k) => `${formatValue(cell.result!.metrics[k]!.value)} ${cell.result!.metrics[k]!.unit}`).join(', ');
-      process.stderr.write(`  ${name} × ${broker}: ${summary}\n`);
+  const running = new Map<BrokerName, BrokerProcess>();
+  const brokerNotes: string[] = [];
+  const bifroBuilt = existsSync(path.join(repoRoot, 'core', 'dist', 'cli', 'main.js'));
+  /** The broker to run a cell against: started on first use, restarted when it died or when asked. */
+  const brokerFor = async (name: BrokerName, fresh: boolean): Promise<BrokerProcess> => {
+    if (name === 'bifro' && !bifroBuilt) throw new Error('core is not built (npm run build)');
+    const current = running.get(name);
+    if (current !== undefined) {
+      const exited = current.exited();
+      if (exited === null && !fresh) return current;
+      if (exited !== null) brokerNotes.push(`${name} exited (${exited}) and was restarted`);
+      running.delete(name);
+      await current.stop();
     }
+    const proc = await launchBroker(name, { repoRoot, cpus: brokerCpus });
+    running.set(name, proc);
+    return proc;
+  };
+
+  const params: Record<string, Record<string, number>> = {};
+  for (const name of opts.scenarios) params[name] = resolveParams(findScenario(name)!, opts.quick, opts.overrides);
+  const runs = new Map<string, ScenarioResult[]>();
+  const errors = new Map<string, string>();
+  const keyOfCell = (s: string, b: BrokerName): string => `${s}\u0000${b}`;
+  try {
+    for (let r = 0; r < opts.repeat; r++) {
+      for (const name of opts.scenarios) {
+        const scenario = findScenario(name)!;
+        for (const broker of brokerOrder(brokers, r)) {
+          if (isShuttingDown()) return 130;
+          const key = keyOfCell(name, broker);
+          let line: string;
+          try {
+            const proc = await brokerFor(broker, opts.fresh || scenario.freshBroker === true);
+            const result = await runScenario(scenario, { host: proc.host, port: proc.port, pid: proc.pid }, t, params[name]!, { workers });
+            runs.set(key, [...(runs.get(key) ?? []), result]);
+            line = headlineText(result);
+          } catch (err) {
+            const message = (err as Error).message;
+            if (!errors.has(key)) errors.set(key, message);
+            line = `error: ${message}`;
+          }
+          const round = opts.repeat > 1 ? ` [${r + 1}/${opts.repeat}]` : '';
+          process.stderr.write(`  ${name} × ${broker}${round}: ${line}\n`);
+        }
+      }
+    }
+  } finally {
+    await Promise.all([...running.values()].map((p) => p.stop()));
   }
 
+  const cells: Cell[] = [];
+  for (const name of opts.scenarios)
+    for (const broker of brokers) {
+      const done = runs.get(keyOfCell(name, broker)) ?? [];
+      if (done.length > 0) cells.push({ scenario: name, broker, result: medianRun(done) });
+      else cells.push({ scenario: name, broker, error: errors.get(keyOfCell(name, broker)) ?? 'not run' });
+    }
   const table = renderComparison(opts.scenarios, brokers, cells);
   const cpu = renderCpu(opts.scenarios, brokers, cells);
-  const notes = renderNotes(cells);
-  process.stdout.write(`\n${table}\n${cpu === '' ? '' : `\n${cpu}\n`}${notes === '' ? '' : `\n${notes}\n`}`);
+  const notes = [renderNotes(cells), ...brokerNotes].filter((n) => n !== '').join('\n');
+  const elapsedS = (performance.now() - t0) / 1000;
+  const median = opts.repeat > 1 ? ` (median of ${opts.repeat} runs)` : '';
+  process.stdout.write(
+    `\n${table}\n${cpu === '' ? '' : `\n${cpu}\n`}${notes === '' ? '' : `\n${notes}\n`}` +
+      `\ntotal elapsed: ${elapsedS.toFixed(1)} s${median}\n`,
+  );
   if (opts.json !== null) {
-    const report = { date: new Date().toISOString(), argv, machine, pinning, timing: t, repeat: opts.repeat, brokers, params, cells };
+    const report = {
+      date: new Date().toISOString(),
+      argv,
+      machine,
+      pinning,
+      timing: t,
+      repeat: opts.repeat,
+      workers,
+      brokers,
+      params,
+      cells,
+      runs: Object.fromEntries([...runs].map(([k, v]) => [k.replace('\u0000', ' × '), v])),
+      notes: brokerNotes,
+      elapsedS,
+    };
     writeFileSync(opts.json, `${JSON.stringify(report, null, 2)}\n`);
     process.stderr.write(`wrote ${opts.json}\n`);
   }

@@ -10,10 +10,11 @@ export interface Cell {
   readonly error?: string;
 }
 
-const ERROR_WIDTH = 38;
+const ERROR_WIDTH = 30;
 
 export function formatValue(value: number): string {
   if (!Number.isFinite(value)) return 'n/a';
+  if (Number.isInteger(value)) return value.toLocaleString('en-US');
   const abs = Math.abs(value);
   if (abs >= 100) return Math.round(value).toLocaleString('en-US');
   if (abs >= 10) return value.toFixed(1);
@@ -30,15 +31,20 @@ function ratio(a: Metric | undefined, b: Metric | undefined): string {
   return `${(a.value / b.value).toFixed(2)}×`;
 }
 
-interface Row {
+export interface Row {
   readonly cells: readonly string[];
 }
 
-function renderTable(header: readonly string[], rows: readonly Row[]): string {
+/**
+ * Columns separated by two spaces under a header and a rule. `right[i]` right-aligns column i
+ * (default: the first two columns left, the others right).
+ */
+export function renderTable(header: readonly string[], rows: readonly Row[], right?: readonly boolean[]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r.cells[i] ?? '').length)));
+  const isRight = (i: number): boolean => right?.[i] ?? i >= 2;
   const line = (cells: readonly string[]): string =>
     cells
-      .map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)))
+      .map((c, i) => (isRight(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
       .join('  ')
       .trimEnd();
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map((r) => line(r.cells))].join('\n');
@@ -77,7 +83,10 @@ export function renderComparison(scenarios: readonly string[], brokers: readonly
   return renderTable(header, rows);
 }
 
-/** CPU use during each measured window: broker / generator, as % of one core. */
+/**
+ * CPU use during each measured window: broker and generator (whole process) as % of one core,
+ * and the busiest generator event loop (worker thread) in %.
+ */
 export function renderCpu(scenarios: readonly string[], brokers: readonly BrokerName[], cells: readonly Cell[]): string {
   const rows: Row[] = [];
   for (const scenario of scenarios) {
@@ -85,12 +94,13 @@ export function renderCpu(scenarios: readonly string[], brokers: readonly Broker
       const m = cells.find((c) => c.scenario === scenario && c.broker === b)?.result?.metrics;
       if (m === undefined || m.generatorCpu === undefined) return '—';
       const broker = m.brokerCpu === undefined ? '?' : `${Math.round(m.brokerCpu.value)}%`;
-      return `${broker} / ${Math.round(m.generatorCpu.value)}%`;
+      const busy = m.generatorBusy === undefined ? '' : ` (${Math.round(m.generatorBusy.value)}%)`;
+      return `${broker} / ${Math.round(m.generatorCpu.value)}%${busy}`;
     });
     if (values.some((v) => v !== '—')) rows.push({ cells: [scenario, '', ...values] });
   }
   if (rows.length === 0) return '';
-  return renderTable(['CPU broker / generator', '', ...brokers], rows);
+  return renderTable(['CPU broker / generator (busiest worker loop)', '', ...brokers], rows);
 }
 
 /** Full error messages and notes, one line each. */

@@ -2,11 +2,12 @@
 /**
  * `bifro`: the broker's command line.
  *
- *   bifro start [--config F] [--port N] [--data-dir D] [--plugins-dir P] [--daemon]
+ *   bifro start [--config F] [--port N] [--data-dir D] [--plugins-dir P] [--workers N] [--daemon]
  *   bifro stop [--config F] [--data-dir D]
  *   bifro status [--config F] [--data-dir D]
  *   bifro plugin list [--config F] [--plugins-dir P]
  *   bifro plugin verify <dir|name> [--config F] [--plugins-dir P]
+ *   bifro bench <scenario> [--host H] [--port N] [params...] | --list   (core/bench: the load generator)
  *   bifro help [command] | --help | --version
  *
  * Exit codes:
@@ -24,6 +25,7 @@ import { SPI_VERSION } from '@bifro/spi';
 import { UsageError } from './cli-errors';
 import { EXIT, type CliIo } from './cli-io';
 import { reportError } from './error-report';
+import { benchCommand, benchUsage } from './commands/bench';
 import { pluginCommand } from './commands/plugin';
 import { startCommand } from './commands/start';
 import { statusCommand } from './commands/status';
@@ -66,11 +68,13 @@ export async function main(argv: readonly string[], io: CliIo, script: string = 
     if (first === 'help') {
       const topic = rest[0];
       if (topic === undefined) io.out(USAGE);
+      else if (topic === 'bench') io.out(benchUsage(io));
       else if (isCommand(topic)) io.out(COMMAND_USAGE[topic] ?? USAGE);
       else throw new UsageError(`unknown command "${topic}"`);
       return EXIT.OK;
     }
     if (first.startsWith('-')) throw new UsageError(`unknown option "${first}" (options go after the command)`);
+    if (first === 'bench') return await benchCommand(rest, io);
     if (!isCommand(first)) throw new UsageError(`unknown command "${first}"`);
 
     const args = parseCommandArgs(first, rest);

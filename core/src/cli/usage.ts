@@ -1,4 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { MAX_WORKERS } from '../runtime/config-schema';
 import { parsePort } from '../runtime/env-overrides';
 import { UsageError } from './cli-errors';
 
@@ -10,6 +11,7 @@ Commands:
   status                    say whether the broker is running (exit 0) or not (exit 3)
   plugin list               list the plugins found, their versions, kinds and compatibility
   plugin verify <dir|name>  run every load phase of one plugin and report each
+  bench <scenario>          load-test any MQTT broker (bifro bench --help; --list: the scenarios)
   help [command]            show this help, or a command's
 
 Options:
@@ -18,6 +20,8 @@ Options:
       --data-dir <dir>      data directory: pid file, log, storage          (start, stop, status)
       --plugins-dir <dir>   plugins directory                                   (start, plugin)
       --daemon              run in the background, logging to <dataDir>/bifro.log   (start)
+      --workers <n>         worker processes sharing the tcp listeners, tenants split
+                            between them (docs/multicore.md); default 1      (start)
   -h, --help                show help
   -v, --version             print the version
 
@@ -29,12 +33,16 @@ Exit codes:
   0 ok, 1 runtime failure, 2 usage or configuration error, 3 not running (status)`;
 
 export const COMMAND_USAGE: Readonly<Record<string, string>> = {
-  start: `Usage: bifro start [--config F] [--port N] [--data-dir D] [--plugins-dir P] [--daemon]
+  start: `Usage: bifro start [--config F] [--port N] [--data-dir D] [--plugins-dir P] [--workers N] [--daemon]
 
 Loads the configuration, loads the plugins and opens the listeners. In the foreground it writes
 the pid file and stops gracefully on SIGINT/SIGTERM. With --daemon it starts itself in the
 background, waits until the broker listens, prints its pid and exits; the background broker
-logs to <dataDir>/bifro.log.`,
+logs to <dataDir>/bifro.log.
+
+With --workers N (or \`workers: N\` in the config) above 1, this process forks N worker processes
+that share the tcp listeners; each tenant is served by one of them, and the data directory keeps
+that count (docs/multicore.md).`,
   stop: `Usage: bifro stop [--config F] [--data-dir D]
 
 Sends SIGTERM to the broker named by the pid file and waits up to 10 s for it to exit.
@@ -64,6 +72,7 @@ export const COMMAND_OPTIONS = {
     'data-dir': { type: 'string' },
     'plugins-dir': { type: 'string' },
     daemon: { type: 'boolean' },
+    workers: { type: 'string' },
   },
   stop: { ...COMMON, 'data-dir': { type: 'string' } },
   status: { ...COMMON, 'data-dir': { type: 'string' } },
@@ -78,6 +87,8 @@ export interface CommandArgs {
   readonly port?: number;
   readonly dataDir?: string;
   readonly pluginsDir?: string;
+  /** `start --workers N`. */
+  readonly workers?: number;
   readonly daemon: boolean;
   readonly help: boolean;
   readonly positionals: readonly string[];
@@ -105,6 +116,13 @@ export function parseCommandArgs(command: CommandName, args: readonly string[]):
     port = parsePort(portText);
     if (port === undefined) throw new UsageError(`bifro ${command}: --port: expected integer 0..65535, got ${JSON.stringify(portText)}`);
   }
+  let workers: number | undefined;
+  const workersText = text('workers');
+  if (workersText !== undefined) {
+    workers = /^\d{1,3}$/.test(workersText.trim()) ? Number(workersText.trim()) : undefined;
+    if (workers === undefined || workers < 1 || workers > MAX_WORKERS)
+      throw new UsageError(`bifro ${command}: --workers: expected integer 1..${MAX_WORKERS}, got ${JSON.stringify(workersText)}`);
+  }
   const result: CommandArgs = {
     daemon: values.daemon === true,
     help: values.help === true,
@@ -113,6 +131,7 @@ export function parseCommandArgs(command: CommandName, args: readonly string[]):
     ...optional('port', port),
     ...optional('dataDir', text('data-dir')),
     ...optional('pluginsDir', text('plugins-dir')),
+    ...optional('workers', workers),
   };
   return result;
 }

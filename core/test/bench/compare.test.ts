@@ -1,4 +1,4 @@
-import { medianRun, parseCompareArgs } from '../../bench/src/compare';
+import { brokerOrder, medianRun, parseCompareArgs } from '../../bench/src/compare';
 import { renderComparison, type Cell } from '../../bench/src/report';
 import type { ScenarioResult } from '../../bench/src/scenario';
 import { quantile } from '../../bench/src/stats';
@@ -31,10 +31,31 @@ describe('bench command line', () => {
     expect(o.overrides).toEqual({ publishers: 5 });
     expect(o.timing.measureMs).toBe(3000);
     expect(o.timing.warmupMs).toBe(500);
+    expect(o.workers).toBe(-1);
     expect(parseCompareArgs(['--help'])).toBeNull();
     expect(() => parseCompareArgs(['--scenarios', 'nope'])).toThrow(/unknown scenario/);
     expect(() => parseCompareArgs(['--brokers', 'hivemq'])).toThrow(/unknown broker/);
-    expect(() => parseCompareArgs(['--pairs', '0'])).toThrow(/positive integer/);
+    expect(() => parseCompareArgs(['--pairs', '0'])).toThrow(/--pairs must be 1\.\.50000/);
+    expect(() => parseCompareArgs(['--repeat', '0'])).toThrow(/positive integer/);
+    expect(() => parseCompareArgs(['--workers', 'x'])).toThrow(/--workers/);
+  });
+
+  it('takes any scenario parameter and the new options', () => {
+    const o = parseCompareArgs(['--qos', '1', '--topic-levels', '6', '--repeat', '3', '--workers', '2', '--fresh', '--json', 'x.json'])!;
+    expect(o.overrides).toEqual({ qos: 1, topicLevels: 6 });
+    expect([o.repeat, o.workers, o.fresh, o.json]).toEqual([3, 2, true, 'x.json']);
+    // qos1-pairs only takes QoS 1 or 2: QoS 0 is refused for it, named.
+    expect(() => parseCompareArgs(['--qos', '0'])).toThrow(/--qos must be one of 1, 2 \(for qos1-pairs\)/);
+    expect(parseCompareArgs(['--qos', '0', '--scenarios', 'fan-in'])!.overrides).toEqual({ qos: 0 });
+    expect(() => parseCompareArgs(['--window', '4', '--scenarios', 'fan-in'])).toThrow(/--window \(4\) must be 0 or at least --batch/);
+    expect(() => parseCompareArgs(['--frobnicate', '1'])).toThrow(/frobnicate/);
+    expect(() => parseCompareArgs(['--pairs', '3', '--scenarios', 'fan-in'])).toThrow(/--pairs applies to none of the scenarios run/);
+  });
+
+  it('interleaves brokers in a rotating order', () => {
+    expect(brokerOrder(['a', 'b', 'c'], 0)).toEqual(['a', 'b', 'c']);
+    expect(brokerOrder(['a', 'b', 'c'], 1)).toEqual(['b', 'c', 'a']);
+    expect(brokerOrder(['a', 'b', 'c'], 3)).toEqual(['a', 'b', 'c']);
   });
 
   it('keeps the median run', () => {

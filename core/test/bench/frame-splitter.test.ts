@@ -1,5 +1,5 @@
 import mqtt from 'mqtt-packet';
-import { FrameSplitter, PacketType, publishPacketId } from '../../bench/src/frame-splitter';
+import { FrameSplitter, PacketType, publishPacketId, publishPayloadStart, readVarInt } from '../../bench/src/frame-splitter';
 import { encodePublish } from '../../bench/src/packets';
 
 interface Seen {
@@ -59,5 +59,42 @@ describe('FrameSplitter', () => {
     expect(() => splitter().s.push(Buffer.from([0x30, 0xff, 0xff, 0xff, 0xff, 0x01]))).toThrow(/malformed remaining length/);
     const small = new FrameSplitter(() => undefined, 100);
     expect(() => small.push(Buffer.from([0x30, 0xc8, 0x01]))).toThrow(/exceeds the limit/);
+  });
+
+  it('counts PUBCOMP and hands over every PUBLISH when asked to', () => {
+    const pubcomp = mqtt.generate({ cmd: 'pubcomp', messageId: 3 }, { protocolVersion: 4 });
+    const { s, seen } = splitter();
+    s.inspectPublishes = true;
+    s.push(Buffer.concat([pubcomp, qos0, pubcomp]));
+    expect([s.pubcomps, s.publishes]).toEqual([2, 1]);
+    expect(seen.map((f) => f.type)).toEqual([PacketType.PUBLISH]);
+  });
+
+  it('finds the payload of a PUBLISH in every version', () => {
+    const payload = Buffer.from('payload!');
+    for (const [version, qos] of [
+      [4, 0],
+      [4, 1],
+      [5, 0],
+      [5, 2],
+      [3, 1],
+    ] as const) {
+      const packet = encodePublish('a/b', payload, qos, qos === 0 ? undefined : 12, version);
+      const seen: number[] = [];
+      const s = new FrameSplitter((first, buf, start, end) => {
+        const at = publishPayloadStart(first, buf, start, end, version);
+        seen.push(at);
+        expect(buf.subarray(at, end).toString()).toBe('payload!');
+      });
+      s.inspectPublishes = true;
+      s.push(packet);
+      expect(seen).toHaveLength(1);
+    }
+  });
+
+  it('reads variable byte integers', () => {
+    expect(readVarInt(Buffer.from([0x00]), 0, 1)).toEqual([0, 1]);
+    expect(readVarInt(Buffer.from([0xc8, 0x01]), 0, 2)).toEqual([200, 2]);
+    expect(readVarInt(Buffer.from([0xc8]), 0, 1)).toBeNull();
   });
 });

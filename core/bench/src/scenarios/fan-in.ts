@@ -1,61 +1,77 @@
-/** Fan-in QoS 0: N publishers, each on its own topic, one subscriber on a wildcard filter. */
-import { FlowWindow } from '../flow-window';
-import { encodeConnect, encodePublishBatch, makePayload } from '../packets';
-import { Qos0Publisher } from '../publishers';
-import { cpuMetrics, openMany, warmUpAndMeasure, type Scenario } from '../scenario';
+/** Fan-in: N publishers, each on its own topic, one subscriber on a wildcard filter. */
+import type { Scenario } from '../scenario';
+import { SPEC, checkWindow, publishMetrics, qosLabel, qosOf, rate, topicPrefix, versionOf } from './common';
 
 export type FanInParams = {
   /** Publishing connections. */
   publishers: number;
+  qos: number;
   /** Payload bytes per message. */
   payload: number;
-  /** Messages a publisher writes at once (one pre-encoded buffer). */
+  /** Total messages/s; 0 = as fast as possible. */
+  rate: number;
+  /** QoS 0: messages a publisher writes at once (one pre-encoded buffer). */
   batch: number;
-  /** Messages allowed in flight between all publishers and the subscriber. */
+  /** Messages allowed in flight between all publishers and the subscriber; 0 = no limit. */
   window: number;
+  /** QoS 1/2: unacknowledged PUBLISH packets per publisher. */
+  inflight: number;
+  topicLevels: number;
+  mqtt: number;
+  persistent: number;
 };
 
 export const fanIn: Scenario<FanInParams> = {
   name: 'fan-in',
-  summary: 'N publishers → 1 subscriber on a wildcard filter, QoS 0; messages/s received by the subscriber',
-  defaults: { publishers: 20, payload: 64, batch: 32, window: 10000 },
+  summary: 'N publishers → 1 subscriber on a wildcard filter; messages/s received by the subscriber',
+  defaults: {
+    publishers: 20,
+    qos: 0,
+    payload: 64,
+    rate: 0,
+    batch: 32,
+    window: 10000,
+    inflight: 64,
+    topicLevels: 4,
+    mqtt: 4,
+    persistent: 0,
+  },
   quick: {},
-  extraMs: () => 0,
-  async run(ctx, p) {
-    const base = `bench/${ctx.tag}/in`;
-    const sub = await ctx.open(`${ctx.tag}-is`, encodeConnect(`${ctx.tag}-is`));
-    await sub.subscribe(`${base}/+`, 0, ctx.timing.setupTimeoutMs);
-    const ids = Array.from({ length: p.publishers }, (_v, i) => `${ctx.tag}-ip${i}`);
-    const pubs = await openMany(
-      ctx,
-      ids,
-      ids.map((id) => encodeConnect(id)),
-      50,
-    );
-    const window = new FlowWindow(p.window, () => sub.splitter.publishes);
-    sub.onChunk = () => window.poke();
-    const payload = makePayload(p.payload);
-    const loops = pubs.map((c, i) => new Qos0Publisher(c, encodePublishBatch(`${base}/${i}`, payload, p.batch), p.batch, window));
-    window.start();
-    for (const l of loops) l.start();
-    try {
-      const m = await warmUpAndMeasure(ctx, () => ({ received: sub.splitter.publishes, sent: window.sent }));
-      if (m.deltas.received === 0) throw new Error('the subscriber received no message in the measured window');
-      return {
-        scenario: this.name,
-        params: p,
-        metrics: {
-          received: { label: `fan-in QoS0 ${p.publishers}→1`, value: m.deltas.received / m.seconds, unit: 'msg/s', better: 'higher' },
-          sent: { label: 'published', value: m.deltas.sent / m.seconds, unit: 'msg/s', better: 'higher' },
-          lost: { label: 'written off after stalls', value: window.lost, unit: 'msg', better: 'lower' },
-          ...cpuMetrics(m),
-        },
-        headline: ['received'],
-        notes: window.stalls > 0 ? [`${window.stalls} stall(s): ${window.lost} QoS 0 messages never arrived`] : [],
-      };
-    } finally {
-      for (const l of loops) l.stop();
-      window.stop();
-    }
+  specs: {
+    publishers: { summary: 'publishing connections, each on its own topic', min: 1, max: 100000 },
+    ...SPEC,
+  },
+  extraMs: (p) => p.publishers * 2,
+  validate(p) {
+    checkWindow(this.name, p);
+  },
+  plan(p, { tag }) {
+    const prefix = topicPrefix(tag, 'in', p.topicLevels);
+    const qos = qosOf(p.qos);
+    return {
+      version: versionOf(p.mqtt),
+      keepalive: 0,
+      concurrency: 50,
+      subscribers: [{ id: `${tag}s`, filter: `${prefix}/+`, qos, clean: p.persistent === 0 }],
+      publishers: Array.from({ length: p.publishers }, (_v, i) => ({ id: `${tag}p${i}`, topic: `${prefix}/${i}` })),
+      publish: { qos, payload: p.payload, batch: p.batch, inflight: p.inflight },
+      idle: null,
+      rate: p.rate,
+      window: p.window > 0 ? { size: p.window, completion: 'sum' } : null,
+      latency: false,
+    };
+  },
+  summarize(m) {
+    const p = m.params;
+    if (m.window.received === 0) throw new Error('the subscriber received no message in the measured window');
+    const extra = publishMetrics(m, p.qos, p.rate > 0);
+    return {
+      metrics: {
+        received: rate(`fan-in ${qosLabel(p.qos, p.persistent)} ${p.publishers}→1`, m.window.received, m.seconds),
+        ...extra.metrics,
+      },
+      headline: ['received'],
+      notes: extra.notes,
+    };
   },
 };

@@ -1,75 +1,78 @@
-/** Fan-out QoS 0: one publisher, M subscribers on the same topic. */
-import { FlowWindow } from '../flow-window';
-import { encodeConnect, encodePublishBatch, makePayload } from '../packets';
-import { Qos0Publisher } from '../publishers';
-import { cpuMetrics, openMany, warmUpAndMeasure, type Scenario } from '../scenario';
+/** Fan-out: one publisher, M subscribers on the same topic. */
+import type { Scenario } from '../scenario';
+import { SPEC, checkWindow, publishMetrics, qosLabel, qosOf, rate, topicPrefix, versionOf } from './common';
 
 export type FanOutParams = {
   /** Subscribing connections. */
   subscribers: number;
+  qos: number;
   /** Payload bytes per message. */
   payload: number;
-  /** Messages the publisher writes at once (one pre-encoded buffer). */
+  /** Messages/s published; 0 = as fast as possible. */
+  rate: number;
+  /** QoS 0: messages the publisher writes at once (one pre-encoded buffer). */
   batch: number;
-  /** Published messages allowed ahead of the slowest subscriber. */
+  /** Published messages allowed ahead of the slowest subscriber; 0 = no limit. */
   window: number;
+  /** QoS 1/2: unacknowledged PUBLISH packets. */
+  inflight: number;
+  topicLevels: number;
+  mqtt: number;
+  persistent: number;
 };
 
 export const fanOut: Scenario<FanOutParams> = {
   name: 'fan-out',
-  summary: '1 publisher → M subscribers on the same topic, QoS 0; deliveries/s summed over subscribers',
-  defaults: { subscribers: 50, payload: 64, batch: 16, window: 1000 },
+  summary: '1 publisher → M subscribers on the same topic; deliveries/s summed over the subscribers',
+  defaults: {
+    subscribers: 50,
+    qos: 0,
+    payload: 64,
+    rate: 0,
+    batch: 16,
+    window: 1000,
+    inflight: 64,
+    topicLevels: 4,
+    mqtt: 4,
+    persistent: 0,
+  },
   quick: {},
-  extraMs: () => 0,
-  async run(ctx, p) {
-    const topic = `bench/${ctx.tag}/out`;
-    const ids = Array.from({ length: p.subscribers }, (_v, i) => `${ctx.tag}-os${i}`);
-    const subs = await openMany(
-      ctx,
-      ids,
-      ids.map((id) => encodeConnect(id)),
-      50,
-    );
-    await Promise.all(subs.map((s) => s.subscribe(topic, 0, ctx.timing.setupTimeoutMs)));
-    const pub = await ctx.open(`${ctx.tag}-op`, encodeConnect(`${ctx.tag}-op`));
-    const slowest = (): number => {
-      let min = Number.MAX_SAFE_INTEGER;
-      for (const s of subs) if (s.splitter.publishes < min) min = s.splitter.publishes;
-      return min;
+  specs: {
+    subscribers: { summary: 'subscribing connections, all on the one topic', min: 1, max: 100000 },
+    ...SPEC,
+    window: { ...SPEC.window, summary: 'messages published ahead of the slowest subscriber; 0 = no limit' },
+  },
+  extraMs: (p) => p.subscribers * 2,
+  validate(p) {
+    checkWindow(this.name, p);
+  },
+  plan(p, { tag }) {
+    const topic = `${topicPrefix(tag, 'out', p.topicLevels)}/0`;
+    const qos = qosOf(p.qos);
+    return {
+      version: versionOf(p.mqtt),
+      keepalive: 0,
+      concurrency: 50,
+      subscribers: Array.from({ length: p.subscribers }, (_v, i) => ({ id: `${tag}s${i}`, filter: topic, qos, clean: p.persistent === 0 })),
+      publishers: [{ id: `${tag}p`, topic }],
+      publish: { qos, payload: p.payload, batch: p.batch, inflight: p.inflight },
+      idle: null,
+      rate: p.rate,
+      window: p.window > 0 ? { size: p.window, completion: 'min' } : null,
+      latency: false,
     };
-    const delivered = (): number => {
-      let sum = 0;
-      for (const s of subs) sum += s.splitter.publishes;
-      return sum;
+  },
+  summarize(m) {
+    const p = m.params;
+    if (m.window.received === 0) throw new Error('no subscriber received a message in the measured window');
+    const extra = publishMetrics(m, p.qos, p.rate > 0);
+    return {
+      metrics: {
+        delivered: rate(`fan-out ${qosLabel(p.qos, p.persistent)} 1→${p.subscribers}`, m.window.received, m.seconds, 'deliveries/s'),
+        ...extra.metrics,
+      },
+      headline: ['delivered'],
+      notes: extra.notes,
     };
-    const window = new FlowWindow(p.window, slowest);
-    for (const s of subs) s.onChunk = () => window.poke();
-    const loop = new Qos0Publisher(pub, encodePublishBatch(topic, makePayload(p.payload), p.batch), p.batch, window);
-    window.start();
-    loop.start();
-    try {
-      const m = await warmUpAndMeasure(ctx, () => ({ delivered: delivered(), sent: window.sent }));
-      if (m.deltas.delivered === 0) throw new Error('no subscriber received a message in the measured window');
-      return {
-        scenario: this.name,
-        params: p,
-        metrics: {
-          delivered: {
-            label: `fan-out QoS0 1→${p.subscribers}`,
-            value: m.deltas.delivered / m.seconds,
-            unit: 'deliveries/s',
-            better: 'higher',
-          },
-          sent: { label: 'published', value: m.deltas.sent / m.seconds, unit: 'msg/s', better: 'higher' },
-          lost: { label: 'written off after stalls', value: window.lost, unit: 'msg', better: 'lower' },
-          ...cpuMetrics(m),
-        },
-        headline: ['delivered'],
-        notes: window.stalls > 0 ? [`${window.stalls} stall(s): ${window.lost} published messages did not reach every subscriber`] : [],
-      };
-    } finally {
-      loop.stop();
-      window.stop();
-    }
   },
 };

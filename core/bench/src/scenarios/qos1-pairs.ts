@@ -1,82 +1,78 @@
-/** QoS 1 pairs: K publisher → subscriber pairs, each on its own topic, with an inflight window. */
-import { encodeConnect, encodePublishCycle, makePayload } from '../packets';
-import { Qos1Publisher } from '../publishers';
-import { cpuMetrics, openMany, warmUpAndMeasure, type Scenario } from '../scenario';
+/** QoS 1 (or 2) pairs: K publisher → subscriber pairs, each on its own topic, with an inflight window. */
+import type { Scenario } from '../scenario';
+import { SPEC, publishMetrics, qosOf, rate, topicPrefix, versionOf } from './common';
 
 export type Qos1PairsParams = {
   /** Publisher/subscriber pairs. */
   pairs: number;
-  /** Unacknowledged QoS 1 PUBLISH packets allowed per publisher. */
+  /** 1 or 2. */
+  qos: number;
+  /** Unacknowledged PUBLISH packets allowed per publisher. */
   inflight: number;
   /** Payload bytes per message. */
   payload: number;
+  /** Total messages/s; 0 = as fast as the inflight windows allow. */
+  rate: number;
+  topicLevels: number;
+  mqtt: number;
   /** 1: subscribers keep persistent sessions (clean session 0), so every message goes through the broker's storage before PUBACK. */
   persistent: number;
 };
 
 export const qos1Pairs: Scenario<Qos1PairsParams> = {
   name: 'qos1-pairs',
-  summary: 'K publisher/subscriber pairs, QoS 1 both ways with an inflight window per publisher; acked publishes/s and deliveries/s',
-  defaults: { pairs: 10, inflight: 64, payload: 64, persistent: 0 },
+  summary: 'K publisher → subscriber pairs, QoS 1 both ways with an inflight window per publisher; acked publishes/s and deliveries/s',
+  defaults: { pairs: 10, qos: 1, inflight: 64, payload: 64, rate: 0, topicLevels: 4, mqtt: 4, persistent: 0 },
   quick: {},
-  extraMs: () => 0,
-  async run(ctx, p) {
-    if (p.inflight < 1 || p.inflight > 32767) throw new Error(`inflight must be 1..32767, got ${p.inflight}`);
-    const topics = Array.from({ length: p.pairs }, (_v, i) => `bench/${ctx.tag}/q1/${i}`);
-    const subIds = topics.map((_t, i) => `${ctx.tag}-qs${i}`);
-    const pubIds = topics.map((_t, i) => `${ctx.tag}-qp${i}`);
-    const subs = await openMany(
-      ctx,
-      subIds,
-      subIds.map((id) => encodeConnect(id, 0, p.persistent === 0)),
-      50,
-    );
-    for (const s of subs) s.autoAck = true;
-    await Promise.all(subs.map((s, i) => s.subscribe(topics[i]!, 1, ctx.timing.setupTimeoutMs)));
-    const pubClients = await openMany(
-      ctx,
-      pubIds,
-      pubIds.map((id) => encodeConnect(id)),
-      50,
-    );
-    const payload = makePayload(p.payload);
-    const cycle = Math.min(0xffff, p.inflight * 2);
-    const pubs = pubClients.map((c, i) => new Qos1Publisher(c, encodePublishCycle(topics[i]!, payload, cycle), p.inflight));
-    for (const pub of pubs) pub.start();
-    try {
-      const m = await warmUpAndMeasure(ctx, () => {
-        let acked = 0;
-        let delivered = 0;
-        for (const pub of pubs) acked += pub.acked;
-        for (const s of subs) delivered += s.splitter.publishes;
-        return { acked, delivered };
-      });
-      if (m.deltas.acked === 0) throw new Error('no PUBACK received in the measured window');
-      if (m.deltas.delivered === 0) throw new Error('no subscriber received a message in the measured window');
-      return {
-        scenario: this.name,
-        params: p,
-        metrics: {
-          acked: {
-            label: `QoS1 ${p.pairs} pairs${p.persistent ? ' persistent' : ''} acked`,
-            value: m.deltas.acked / m.seconds,
-            unit: 'msg/s',
-            better: 'higher',
-          },
-          delivered: {
-            label: `QoS1 ${p.pairs} pairs${p.persistent ? ' persistent' : ''} delivered`,
-            value: m.deltas.delivered / m.seconds,
-            unit: 'msg/s',
-            better: 'higher',
-          },
-          ...cpuMetrics(m),
-        },
-        headline: ['acked', 'delivered'],
-        notes: [],
-      };
-    } finally {
-      for (const pub of pubs) pub.stop();
-    }
+  specs: {
+    pairs: { summary: 'publisher → subscriber pairs, each on its own topic', min: 1, max: 50000 },
+    qos: { summary: 'QoS of every PUBLISH and subscription', min: 1, max: 2, choices: [1, 2] },
+    inflight: SPEC.inflight,
+    payload: SPEC.payload,
+    rate: SPEC.rate,
+    topicLevels: SPEC.topicLevels,
+    mqtt: SPEC.mqtt,
+    persistent: SPEC.persistent,
+  },
+  extraMs: (p) => p.pairs * 4,
+  plan(p, { tag }) {
+    const prefix = topicPrefix(tag, 'q', p.topicLevels);
+    const qos = qosOf(p.qos);
+    return {
+      version: versionOf(p.mqtt),
+      keepalive: 0,
+      concurrency: 50,
+      subscribers: Array.from({ length: p.pairs }, (_v, i) => ({
+        id: `${tag}s${i}`,
+        filter: `${prefix}/${i}`,
+        qos,
+        clean: p.persistent === 0,
+      })),
+      publishers: Array.from({ length: p.pairs }, (_v, i) => ({ id: `${tag}p${i}`, topic: `${prefix}/${i}` })),
+      publish: { qos, payload: p.payload, batch: 1, inflight: p.inflight },
+      idle: null,
+      rate: p.rate,
+      window: null,
+      latency: false,
+    };
+  },
+  summarize(m) {
+    const p = m.params;
+    if (m.window.completed === 0) throw new Error(`no ${p.qos === 1 ? 'PUBACK' : 'PUBCOMP'} received in the measured window`);
+    if (m.window.received === 0) throw new Error('no subscriber received a message in the measured window');
+    const what = `QoS${p.qos} ${p.pairs} pairs${p.persistent ? ' persistent' : ''}`;
+    const extra = publishMetrics(m, p.qos, p.rate > 0);
+    delete extra.metrics.acked;
+    delete extra.metrics.lost;
+    return {
+      metrics: {
+        acked: rate(`${what} acked`, m.window.completed, m.seconds),
+        delivered: rate(`${what} delivered`, m.window.received, m.seconds),
+        ...extra.metrics,
+      },
+      headline: ['acked', 'delivered'],
+      notes: [],
+    };
   },
 };
 
