@@ -5,6 +5,7 @@ import { PLUGIN_ERRORS } from './plugin-host/plugin-errors';
 import { CONFIG_ERRORS } from './runtime/config-errors';
 import { PID_FILE_ERRORS } from './runtime/pid-file';
 import { TRANSPORT_ERRORS } from './transport/transport-errors';
+import { WORKER_ERRORS } from './workers/worker-errors';
 
 /** Every area's catalogue, in the order docs/errors.md lists them. */
 export const ERROR_AREAS: readonly { readonly title: string; readonly codes: Readonly<Record<string, ErrorSpec>> }[] = [
@@ -13,6 +14,7 @@ export const ERROR_AREAS: readonly { readonly title: string; readonly codes: Rea
   { title: 'Listeners', codes: TRANSPORT_ERRORS },
   { title: 'Storage (level)', codes: STORAGE_ERRORS },
   { title: 'Process and pid file', codes: PID_FILE_ERRORS },
+  { title: 'Worker processes', codes: WORKER_ERRORS },
   { title: 'Command line', codes: CLI_ERRORS },
 ];
 

@@ -117,6 +117,49 @@ describe('01 connect: auth chain', () => {
     expect(await client.waitClosed()).toBe(true);
   });
 
+  it.each([4, 5] as const)(
+    'handles packets sent right after CONNECT, in the same write, once CONNACK is out (v%s, §3.1.4)',
+    async (protocolVersion) => {
+      const client = await RawClient.connect(tb.port, protocolVersion);
+      const opts = { protocolVersion };
+      client.write(
+        Buffer.concat([
+          mqttPacket.generate(
+            {
+              cmd: 'connect',
+              protocolId: 'MQTT',
+              protocolVersion,
+              clientId: `pipelined-${protocolVersion}`,
+              clean: true,
+              keepalive: 30,
+              username: 'alice',
+              password: Buffer.from('secret'),
+            },
+            opts,
+          ),
+          mqttPacket.generate({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'pipe/t', qos: 1 }] }, opts),
+          mqttPacket.generate(
+            { cmd: 'publish', topic: 'pipe/t', payload: Buffer.from('early'), qos: 1, messageId: 2, retain: false, dup: false },
+            opts,
+          ),
+          mqttPacket.generate({ cmd: 'pingreq' }, opts),
+        ]),
+      );
+      const cmds: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const p = await client.next();
+        if (p === undefined) break;
+        cmds.push(p.cmd === 'publish' ? `publish:${Buffer.from(p.payload).toString()}` : p.cmd);
+      }
+      // CONNACK first [MQTT-3.2.0-1]; then the answers in order (the delivery of the message to its own publisher may come before or after the PUBACK).
+      expect(cmds[0]).toBe('connack');
+      expect(cmds[1]).toBe('suback');
+      expect([...cmds.slice(2)].sort()).toEqual(['pingresp', 'puback', 'publish:early']);
+      expect(cmds.indexOf('pingresp')).toBeGreaterThan(cmds.indexOf('puback'));
+      client.destroy();
+    },
+  );
+
   it('answers PINGREQ with PINGRESP and closes on DISCONNECT', async () => {
     const client = await RawClient.connect(tb.port);
     client.send({

@@ -13,6 +13,7 @@ export function loadCliConfig(args: CommandArgs, io: CliIo): Promise<BrokerConfi
       ...(args.port !== undefined ? { port: args.port } : {}),
       ...(args.dataDir !== undefined ? { dataDir: args.dataDir } : {}),
       ...(args.pluginsDir !== undefined ? { pluginsDir: args.pluginsDir } : {}),
+      ...(args.workers !== undefined ? { workers: args.workers } : {}),
     },
   });
 }

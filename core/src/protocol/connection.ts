@@ -5,9 +5,12 @@ import type { ConnectLimits, Engine, LiveLimits } from './engine';
 import { COUNTER, resourceIndex, type TenantState } from '../tenancy/tenant-usage';
 import type { Session, SessionLink, Delivery } from '../session/session';
 import type { WheelEntry } from '../session/timer-wheel';
+import type { ConnectionHandover } from '../workers/handover';
 import { FrameReader, type FrameSink } from './codec/frame-reader';
 import { decodePublish, encodeAck, encodePublish, hasMalformedTopic, patchPacketId } from './codec/publish-codec';
 import { RC } from './reason-codes';
+import { PublishAck } from './publish-ack';
+import { describeError } from '../errors';
 import { handleConnect, handleUnsupportedConnect } from './handlers/connect';
 import { handleAuth } from './handlers/auth';
 import { handleDisconnect } from './handlers/disconnect';
@@ -68,6 +71,72 @@ const MALFORMED_WHY = {
 /** U+FFFD encoded as UTF-8. */
 const REPLACEMENT_CHAR = Buffer.from([0xef, 0xbf, 0xbd]);
 
+// mqtt-packet pre-builds 65,536 two-byte buffers (≈ 6 MB) the first time it encodes a packet id;
+// Bifro encodes PUBLISH and its acknowledgements itself, so the few packets left to mqtt-packet
+// (CONNACK, SUBACK, ...) allocate their numbers as needed instead.
+(mqtt.writeToStream as typeof mqtt.writeToStream & { cacheNumbers: boolean }).cacheNumbers = false;
+
+/** mqtt-packet's parser with the settings it reads (it replaces them with each CONNECT it decodes). */
+type SettableParser = mqtt.Parser & { settings: { protocolVersion: ProtocolVersion } };
+
+const PARSER_SETTINGS: Record<ProtocolVersion, { protocolVersion: ProtocolVersion }> = {
+  3: { protocolVersion: 3 },
+  4: { protocolVersion: 4 },
+  5: { protocolVersion: 5 },
+};
+
+/** The parser every connection shares, the connection whose frame it is decoding, and the frame. */
+let sharedParser: SettableParser | undefined;
+let parsing: MqttConnection | undefined;
+let parsingFrame: Buffer | undefined;
+
+/** Per-connection rate windows and flow state: only connections that carry traffic need them. */
+class ConnectionMeters {
+  /** Publish rate window (MsgPubPerSec). */
+  pubWindowStart = 0;
+  pubWindowCount = 0;
+  /** Byte windows (InBoundBandWidth, OutBoundBandWidth). */
+  inWindowStart = 0;
+  inWindowBytes = 0;
+  outWindowStart = 0;
+  outWindowBytes = 0;
+  /** A drain is scheduled for when the outbound window reopens. */
+  outRetry = false;
+  /** Bytes written since the tenant's outbound quota was last asked. */
+  outSinceCheck = 0;
+  /** PUBLISH packets written in the current and the last one-second window (MinSendPerSec). */
+  sentWindowStart = 0;
+  sentInWindow = 0;
+  sentLastWindow = 0;
+  /** subscriberStalled (MinSendPerSec) was reported in the current window. */
+  stallReported = false;
+  /** Since when the socket has been over its write high-water mark (0: it is not). */
+  stalledSince = 0;
+}
+
+function createSharedParser(): SettableParser {
+  const parser = mqtt.parser({ protocolVersion: 4 }) as SettableParser;
+  parser.on('packet', (packet: Packet) => parsing?.onPacket(packet));
+  parser.on('error', (err: Error) => parsing?.protocolError(RC.MalformedPacket, err.message, 'badPacket'));
+  return parser;
+}
+
+/** The connection a socket belongs to, for the shared socket listeners below. */
+const OWNER = Symbol('bifro.connection');
+type OwnedSocket = Duplex & { [OWNER]?: MqttConnection };
+
+function onSocketData(this: OwnedSocket, chunk: Buffer): void {
+  this[OWNER]!.onData(chunk);
+}
+
+function onSocketDrain(this: OwnedSocket): void {
+  this[OWNER]!.session?.drain();
+}
+
+function onSocketGone(this: OwnedSocket): void {
+  this[OWNER]!.onSocketGone();
+}
+
 function uncork(conn: MqttConnection): void {
   conn.flush();
 }
@@ -113,44 +182,28 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   authMethod: string | undefined;
   /** CONNECT waiting for the end of an enhanced authentication exchange. */
   pendingConnect: { packet: IConnectPacket; clientId: string; assigned: boolean; request: AuthRequest } | undefined;
+  /** Worker mode only (docs/multicore.md): hands the connection to the worker owning its tenant once auth names it. */
+  handover: ConnectionHandover | undefined;
   /** Settings fixed at CONNECT (set before CONNACK). */
   limits!: ConnectLimits;
   /** Live per-connection limits; replaced when stale. */
   live!: LiveLimits;
   /** The tenant's usage and counters (set at CONNACK). */
   tenant!: TenantState;
-  /** Per-connection publish rate window (MsgPubPerSec). */
-  pubWindowStart = 0;
-  pubWindowCount = 0;
-  /** Per-connection byte windows (InBoundBandWidth, OutBoundBandWidth). */
-  private inWindowStart = 0;
-  private inWindowBytes = 0;
-  private outWindowStart = 0;
-  private outWindowBytes = 0;
-  /** A drain is scheduled for when the outbound window reopens. */
-  private outRetry = false;
-  /** Bytes written since the tenant's outbound quota was last asked. */
-  private outSinceCheck = 0;
-  /** PUBLISH packets written in the current and the last one-second window (MinSendPerSec). */
-  private sentWindowStart = 0;
-  private sentInWindow = 0;
-  private sentLastWindow = 0;
-  /** subscriberStalled (MinSendPerSec) was reported in the current window. */
-  private stallReported = false;
-  aliasesIn: (string | undefined)[] = [];
+  /** Rate windows and flow state, allocated when the connection first publishes, sends or reads metered data. */
+  private meters: ConnectionMeters | undefined;
+  /** Packets received after CONNECT and before CONNACK (header, body, frame triples), replayed after CONNACK. */
+  private early: { frames: (number | Buffer)[]; bytes: number } | undefined;
+  /** Inbound topic aliases (v5), allocated at the first alias. */
+  aliasesIn: (string | undefined)[] | undefined;
   private aliasesOut: Map<string, number> | undefined;
   private readonly reader: FrameReader;
-  private parser: mqtt.Parser | undefined;
   private readonly connectDeadline: number;
   private corked = false;
   /** Reading is paused by {@link slowDown}. */
   private slowed = false;
   /** Acknowledgements waiting for storage writes, in PUBLISH order. */
   private ackQueue: PendingAck[] | undefined;
-  /** The frame mqtt-packet is parsing (its handlers run synchronously inside parse). */
-  private currentFrame: Buffer | undefined;
-  /** Since when the socket has been over its write high-water mark (0: it is not). */
-  private stalledSince = 0;
   /** A handler that awaits a plugin holds further frames until it is done, keeping packet order. */
   private held: Buffer[] | undefined;
 
@@ -162,16 +215,32 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.lastActivity = engine.wheel.now;
     this.connectDeadline = Date.now() + engine.config.mqtt.connectTimeoutMs;
     this.reader = new FrameReader(this, PRE_CONNECT_MAX_PACKET);
-    socket.on('data', (chunk: Buffer) => {
-      const now = engine.wheel.now;
-      this.lastActivity = now;
-      if (this.state === 'connected') this.meterInbound(chunk.length, now);
-      this.receive(chunk);
-    });
-    socket.on('drain', () => this.session?.drain());
-    socket.on('error', () => this.closed());
-    socket.on('close', () => this.closed());
+    // Shared listener functions find their connection on the socket: no closures per connection.
+    (socket as OwnedSocket)[OWNER] = this;
+    socket.on('data', onSocketData);
+    socket.on('drain', onSocketDrain);
+    socket.on('error', onSocketGone);
+    socket.on('close', onSocketGone);
+    engine.connections.add(this);
     engine.wheel.schedule(this, this.connectDeadline);
+  }
+
+  /** Bytes from the socket. */
+  onData(chunk: Buffer): void {
+    const now = this.engine.wheel.now;
+    this.lastActivity = now;
+    if (this.state === 'connected') this.meterInbound(chunk.length, now);
+    this.receive(chunk);
+  }
+
+  /** The socket closed or failed. */
+  onSocketGone(): void {
+    this.closed();
+  }
+
+  /** The connection's meters, allocated on first use. */
+  get m(): ConnectionMeters {
+    return (this.meters ??= new ConnectionMeters());
   }
 
   // ---- reading ----
@@ -209,7 +278,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       return;
     }
     if (this.state !== 'connected') {
-      this.onPreConnectFrame(type, body, frame);
+      this.onPreConnectFrame(header, type, body, frame);
       return;
     }
     switch (type) {
@@ -251,7 +320,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     }
   }
 
-  private onPreConnectFrame(type: number, body: Buffer, frame: Buffer): void {
+  private onPreConnectFrame(header: number, type: number, body: Buffer, frame: Buffer): void {
     if (this.state === 'awaiting-connect') {
       // The first packet MUST be CONNECT [MQTT-3.1.0-1].
       if (type !== 1) {
@@ -262,12 +331,34 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       this.parseWithLibrary(frame);
       return;
     }
-    // While authenticating only AUTH (v5) may arrive [MQTT-3.1.0-2], (§4.12.0).
+    // During an enhanced authentication exchange only AUTH (v5) may arrive [MQTT-3.1.2-30], (§4.12.0).
     if (type === 15 && this.v5) {
       this.parseWithLibrary(frame);
       return;
     }
-    this.protocolError(RC.ProtocolError, 'packet before CONNACK', 'protocolViolation');
+    if (this.authExchange !== undefined || this.pendingConnect !== undefined) {
+      this.protocolError(RC.ProtocolError, 'packet other than AUTH during authentication', 'protocolViolation');
+      return;
+    }
+    // A client may send packets right after CONNECT without waiting for CONNACK (§3.1.4): they are
+    // kept, within the pre-CONNECT packet limit, and handled once the CONNACK is sent.
+    const early = (this.early ??= { frames: [], bytes: 0 });
+    early.bytes += frame.length;
+    if (early.bytes > PRE_CONNECT_MAX_PACKET) {
+      this.protocolError(RC.PacketTooLarge, 'too many bytes before CONNACK', 'oversizePacketDropped');
+      return;
+    }
+    early.frames.push(header, body, frame);
+  }
+
+  /** Handle the packets that came after CONNECT and before CONNACK (called once CONNACK is sent). */
+  replayEarlyFrames(): void {
+    const early = this.early;
+    if (early === undefined) return;
+    this.early = undefined;
+    const f = early.frames;
+    for (let i = 0; i < f.length && this.state === 'connected'; i += 3)
+      this.onFrame(f[i] as number, f[i + 1] as Buffer, f[i + 2] as Buffer);
   }
 
   /**
@@ -277,7 +368,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
    */
   private illFormed(...strings: (string | undefined)[]): boolean {
     for (const s of strings) {
-      if (s !== undefined && s.includes('\uFFFD') && this.currentFrame?.includes(REPLACEMENT_CHAR) !== true) return true;
+      if (s !== undefined && s.includes('\uFFFD') && parsingFrame?.includes(REPLACEMENT_CHAR) !== true) return true;
     }
     return false;
   }
@@ -302,20 +393,38 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     }
   }
 
+  /**
+   * Decode a complete frame with mqtt-packet. One parser serves every connection (a parser per
+   * connection would cost each idle connection a stream object): frames are whole, the packet is
+   * handled synchronously inside parse, and the parser's protocol version is set before each call.
+   */
   private parseWithLibrary(frame: Buffer): void {
-    let parser = this.parser;
-    if (parser === undefined) {
-      parser = mqtt.parser({ protocolVersion: this.protocolVersion });
-      parser.on('packet', (packet: Packet) => this.onPacket(packet));
-      parser.on('error', (err: Error) => this.protocolError(RC.MalformedPacket, err.message, 'badPacket'));
-      this.parser = parser;
+    if (parsing !== undefined) {
+      // Re-entered from a handler (never expected): a parser of its own for this frame.
+      const own = mqtt.parser({ protocolVersion: this.protocolVersion });
+      own.on('packet', (packet: Packet) => this.onPacket(packet));
+      own.on('error', (err: Error) => this.protocolError(RC.MalformedPacket, err.message, 'badPacket'));
+      const outer = parsingFrame;
+      parsingFrame = frame;
+      own.parse(frame);
+      parsingFrame = outer;
+      return;
     }
-    this.currentFrame = frame;
-    parser.parse(frame);
-    this.currentFrame = undefined;
+    const parser = (sharedParser ??= createSharedParser());
+    parser.settings = PARSER_SETTINGS[this.protocolVersion];
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the shared parser's handlers need the connection whose frame it decodes
+    parsing = this;
+    parsingFrame = frame;
+    try {
+      parser.parse(frame);
+    } finally {
+      parsing = undefined;
+      parsingFrame = undefined;
+    }
   }
 
-  private onPacket(packet: Packet): void {
+  /** A packet mqtt-packet decoded. */
+  onPacket(packet: Packet): void {
     if (this.state === 'closed') return;
     const malformed = this.malformedString(packet);
     if (malformed !== undefined) {
@@ -376,17 +485,18 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     if (live.stale) live = this.refreshLiveLimits();
     const limit = live.inBoundBandWidth;
     if (limit === 0) return;
-    if (now - this.inWindowStart >= 1000) {
-      this.inWindowStart = now;
-      this.inWindowBytes = 0;
+    const m = this.m;
+    if (now - m.inWindowStart >= 1000) {
+      m.inWindowStart = now;
+      m.inWindowBytes = 0;
     }
-    this.inWindowBytes += bytes;
-    if (this.inWindowBytes < limit) return;
-    const pauseMs = Math.max(1, Math.ceil((this.inWindowBytes / limit) * 1000) - (now - this.inWindowStart));
+    m.inWindowBytes += bytes;
+    if (m.inWindowBytes < limit) return;
+    const pauseMs = Math.max(1, Math.ceil((m.inWindowBytes / limit) * 1000) - (now - m.inWindowStart));
     if (this.slowDown(pauseMs)) {
       // The next window starts when reading resumes.
-      this.inWindowStart = now + pauseMs;
-      this.inWindowBytes = 0;
+      m.inWindowStart = now + pauseMs;
+      m.inWindowBytes = 0;
     }
   }
 
@@ -475,20 +585,21 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
    * it for slowConsumerTimeoutMs is disconnected, so one slow reader never holds memory for long.
    */
   writable(): boolean {
+    const m = this.m;
     if (this.state !== 'connected') return false;
     if (!this.outboundOpen()) return false;
     const mqtt = this.engine.config.mqtt;
     if (this.socket.writableLength < mqtt.writeHighWaterBytes) {
-      this.stalledSince = 0;
+      m.stalledSince = 0;
       return true;
     }
     const now = this.engine.wheel.now;
-    if (this.stalledSince === 0) {
-      this.stalledSince = now;
+    if (m.stalledSince === 0) {
+      m.stalledSince = now;
       this.engine.emit('subscriberStalled', this.client, { reason: 'writeHighWater', buffered: this.socket.writableLength });
-    } else if (now - this.stalledSince > mqtt.slowConsumerTimeoutMs) {
+    } else if (now - m.stalledSince > mqtt.slowConsumerTimeoutMs) {
       // Not from inside the delivery loop that asked.
-      const stalledMs = now - this.stalledSince;
+      const stalledMs = now - m.stalledSince;
       setImmediate(() => this.closeSlowConsumer(stalledMs));
     }
     return false;
@@ -501,20 +612,21 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
    * then every OUTBOUND_CHECK_BYTES written, not per delivery.
    */
   private outboundOpen(): boolean {
+    const m = this.m;
     let live = this.live;
     if (live.stale) live = this.refreshLiveLimits();
     const limit = live.outBoundBandWidth;
-    if (limit > 0 && this.outWindowBytes >= limit) {
+    if (limit > 0 && m.outWindowBytes >= limit) {
       const now = this.engine.wheel.now;
-      if (now - this.outWindowStart < 1000) {
-        this.retryOutboundIn(this.outWindowStart + 1000 - now);
+      if (now - m.outWindowStart < 1000) {
+        this.retryOutboundIn(m.outWindowStart + 1000 - now);
         return false;
       }
-      this.outWindowStart = now;
-      this.outWindowBytes = 0;
+      m.outWindowStart = now;
+      m.outWindowBytes = 0;
     }
-    if ((!this.corked || this.outSinceCheck >= OUTBOUND_CHECK_BYTES) && !this.tenantOutboundAllowed()) {
-      if (!this.outRetry) this.engine.emit('resourceExhausted', this.client, { resource: 'TotalOutboundBytesPerSecond' });
+    if ((!this.corked || m.outSinceCheck >= OUTBOUND_CHECK_BYTES) && !this.tenantOutboundAllowed()) {
+      if (!m.outRetry) this.engine.emit('resourceExhausted', this.client, { resource: 'TotalOutboundBytesPerSecond' });
       this.retryOutboundIn(OUTBOUND_RETRY_MS);
       return false;
     }
@@ -522,15 +634,16 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   }
 
   private tenantOutboundAllowed(): boolean {
-    this.outSinceCheck = 0;
+    this.m.outSinceCheck = 0;
     return this.engine.throttler.hasResource(this.client!.tenantId, 'TotalOutboundBytesPerSecond');
   }
 
   private retryOutboundIn(ms: number): void {
-    if (this.outRetry) return;
-    this.outRetry = true;
+    const m = this.m;
+    if (m.outRetry) return;
+    m.outRetry = true;
     setTimeout(() => {
-      this.outRetry = false;
+      m.outRetry = false;
       if (this.state === 'connected') this.session?.drain();
     }, ms).unref();
   }
@@ -580,24 +693,26 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     tenant.counters[COUNTER.bytesOut]! += size;
     const now = this.engine.wheel.now;
     tenant.countRate(OUTBOUND_RATE, size, now);
-    this.outSinceCheck += size;
-    if (now - this.sentWindowStart >= 1000) this.rollSentWindow(now);
-    this.sentInWindow++;
+    const m = this.m;
+    m.outSinceCheck += size;
+    if (now - m.sentWindowStart >= 1000) this.rollSentWindow(now);
+    m.sentInWindow++;
     if (this.live.outBoundBandWidth > 0) {
-      if (now - this.outWindowStart >= 1000) {
-        this.outWindowStart = now;
-        this.outWindowBytes = 0;
+      if (now - m.outWindowStart >= 1000) {
+        m.outWindowStart = now;
+        m.outWindowBytes = 0;
       }
-      this.outWindowBytes += size;
+      m.outWindowBytes += size;
     }
     return true;
   }
 
   private rollSentWindow(now: number): void {
-    this.sentLastWindow = now - this.sentWindowStart >= 2000 ? 0 : this.sentInWindow;
-    this.sentWindowStart = now;
-    this.sentInWindow = 0;
-    this.stallReported = false;
+    const m = this.m;
+    m.sentLastWindow = now - m.sentWindowStart >= 2000 ? 0 : m.sentInWindow;
+    m.sentWindowStart = now;
+    m.sentInWindow = 0;
+    m.stallReported = false;
   }
 
   /**
@@ -605,14 +720,15 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
    * tenant's MinSendPerSec, the subscriber is reported stalled (once per second).
    */
   queueOverflowed(): void {
+    const m = this.m;
     if (this.state !== 'connected' || !this.engine.events.wants('subscriberStalled')) return;
     const now = this.engine.wheel.now;
-    if (now - this.sentWindowStart >= 1000) this.rollSentWindow(now);
-    if (this.stallReported) return;
-    const sent = Math.max(this.sentLastWindow, this.sentInWindow);
+    if (now - m.sentWindowStart >= 1000) this.rollSentWindow(now);
+    if (m.stallReported) return;
+    const sent = Math.max(m.sentLastWindow, m.sentInWindow);
     const min = this.engine.setting(this.client!.tenantId, 'MinSendPerSec');
     if (sent >= min) return;
-    this.stallReported = true;
+    m.stallReported = true;
     this.engine.emit('subscriberStalled', this.client, { reason: 'MinSendPerSec', sentPerSecond: sent, minSendPerSec: min });
   }
 
@@ -653,7 +769,16 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     );
   }
 
-  private flushAcks(): void {
+  /**
+   * Queue the acknowledgement of a PUBLISH whose writes are tracked by `ack`; it leaves when they
+   * are done and every earlier acknowledgement has left [MQTT-4.6.0-2], [MQTT-4.6.0-3].
+   */
+  queueAck(ack: PublishAck): void {
+    (this.ackQueue ??= []).push(ack);
+    ack.release();
+  }
+
+  flushAcks(): void {
     const queue = this.ackQueue;
     if (queue === undefined) return;
     while (queue.length > 0 && queue[0]!.state !== 'waiting') {
@@ -663,12 +788,20 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
         // PUBCOMP: the release is done in memory whatever storage said (the failure was logged).
         this.sendAck(entry.type, entry.packetId, entry.reasonCode, entry.topic);
       } else if (this.v5) {
+        this.reportDistError(entry);
         if (entry.type === 5) this.session?.inboundQoS2.delete(entry.packetId);
         this.sendAck(entry.type, entry.packetId, RC.UnspecifiedError, entry.topic);
       } else {
+        this.reportDistError(entry);
         this.disconnect(RC.UnspecifiedError, 'storage write failed');
       }
     }
+  }
+
+  private reportDistError(entry: PendingAck): void {
+    if (!(entry instanceof PublishAck)) return;
+    const error = describeError(entry.error);
+    this.engine.emit('distError', this.client, { what: 'publish', topic: entry.topic, qos: entry.type === 4 ? 1 : 2, error });
   }
 
   // ---- closing ----
@@ -721,6 +854,19 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.closed();
   }
 
+  /**
+   * Worker mode: let go of the socket without closing it, before CONNACK, when it is handed to the
+   * worker owning its tenant. Nothing needs undoing then: no will, no event, nothing counted.
+   */
+  detach(): void {
+    if (this.state === 'closed') return;
+    this.state = 'closed';
+    this.engine.connections.delete(this);
+    this.reader.stop();
+    this.engine.wheel.cancel(this);
+    this.held = undefined;
+  }
+
   /** Close at once. */
   destroy(): void {
     if (this.state === 'closed') return;
@@ -733,6 +879,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     if (this.state === 'closed') return;
     const wasConnected = this.state === 'connected';
     this.state = 'closed';
+    this.engine.connections.delete(this);
     this.reader.stop();
     this.engine.wheel.cancel(this);
     if (!this.socket.destroyed && !this.socket.writableEnded) this.socket.destroy();

@@ -22,7 +22,8 @@ import { pickMember } from '../dist/tenant-dist';
 import { isSharedFilter, type TopicLimits } from '../dist/topic';
 import { RetainService } from '../retain/retain-service';
 import { Message } from '../session/message';
-import { Session, type DeferredWrite, type Delivery, type DropReason, type SessionHost } from '../session/session';
+import type { MqttConnection } from './connection';
+import { Session, type DeferredWrite, type Delivery, type DropReason, type SessionHost, type WriteWaiter } from '../session/session';
 import { SessionPersistence, toInboxMessage, willFromRecord } from '../session/session-persistence';
 import type { TimerWheel } from '../session/timer-wheel';
 import { COUNTER, type TenantUsage } from '../tenancy/tenant-usage';
@@ -74,6 +75,8 @@ const RESEND_SCAN_MS = 1000;
 @injectable()
 export class Engine implements SessionHost {
   readonly sessions = new Map<string, Session>();
+  /** Open connections (the server closes them at shutdown). */
+  readonly connections = new Set<MqttConnection>();
   readonly dist = new Dist<Session>();
   readonly retain: RetainService;
   readonly persistence: SessionPersistence;
@@ -93,11 +96,13 @@ export class Engine implements SessionHost {
   /** Tenants whose retained totals were read from storage into their usage. */
   private readonly retainedTotalsLoaded = new Set<string>();
   /** Inflight records waiting to be written (see deferInflight), and the timer that writes them. */
-  private deferred: { session: Session; packetId: number; delivery: Delivery; write: DeferredWrite }[] = [];
+  private deferred: DeferredWrite[] = [];
   private deferTimer: NodeJS.Timeout | undefined;
   /** Sessions of MQTT 3 connections with deliveries in flight, scanned for resends. */
   private readonly resendWatch = new Set<Session>();
   private resendTimer: NodeJS.Timeout | undefined;
+  /** Resend scans so far: inflight entries remember a scan number, never a time. */
+  private resendScans = 0;
   private readonly unwatchSettings: () => void;
 
   constructor(
@@ -221,7 +226,7 @@ export class Engine implements SessionHost {
    * overlapping subscriptions at the highest QoS with all subscription ids [MQTT-3.3.4-2],
    * [MQTT-3.3.4-3]; one member per shared group. Returns how many deliveries were made.
    */
-  publish(tenantId: string, msg: Message, waits?: Promise<void>[]): number {
+  publish(tenantId: string, msg: Message, waiter?: WriteWaiter): number {
     const tenant = this.dist.peek(tenantId);
     if (tenant === undefined) return 0;
     const match = tenant.match(msg.topic);
@@ -256,8 +261,7 @@ export class Engine implements SessionHost {
       const qos = (m.qos < msg.qos ? m.qos : msg.qos) as QoS;
       // Live deliveries carry RETAIN 0 unless Retain As Published [MQTT-3.3.1-12], [MQTT-3.3.1-13].
       const ids = m.subscriptionIds.length === 0 ? undefined : m.subscriptionIds;
-      const written = m.subscriber.deliver({ msg, qos, retain: m.retainAsPublished && msg.retain, subscriptionIds: ids });
-      if (written !== undefined) waits?.push(written);
+      m.subscriber.deliver({ msg, qos, retain: m.retainAsPublished && msg.retain, subscriptionIds: ids }, waiter);
       count++;
     }
     const maxGroups = match.groups.length === 0 ? 0 : this.settings.get(tenantId, 'MaxGroupFanout');
@@ -267,8 +271,7 @@ export class Engine implements SessionHost {
       const o = member.options;
       const qos = (o.qos < msg.qos ? o.qos : msg.qos) as QoS;
       const ids = o.subscriptionId === undefined ? undefined : [o.subscriptionId];
-      const written = member.subscriber.deliver({ msg, qos, retain: o.retainAsPublished && msg.retain, subscriptionIds: ids });
-      if (written !== undefined) waits?.push(written);
+      member.subscriber.deliver({ msg, qos, retain: o.retainAsPublished && msg.retain, subscriptionIds: ids }, waiter);
       count++;
     }
     if (match.groups.length > maxGroups)
@@ -440,8 +443,8 @@ export class Engine implements SessionHost {
       tenant.unsubscribeAll(session.clientId);
       this.dist.dropIfEmpty(session.tenantId);
     }
-    for (const filter of [...session.countedSubscriptions.keys()]) this.releaseSubscription(session, filter);
-    session.subscriptions.clear();
+    for (const filter of session.countedFilters()) this.releaseSubscription(session, filter);
+    session.dropSubscriptions();
     session.clearState();
     if (session.stored) {
       session.stored = false;
@@ -523,10 +526,10 @@ export class Engine implements SessionHost {
    * MaxResendTimes (then it is given up). A session leaves the watch when nothing is in flight.
    */
   private scanResends(): void {
-    const now = Date.now();
+    const scan = ++this.resendScans;
     for (const session of this.resendWatch) {
       const live = this.liveLimits(session.tenantId);
-      if (!session.resendOverdue(now, live.resendTimeoutMs, live.maxResendTimes)) {
+      if (!session.resendOverdue(scan, Math.ceil(live.resendTimeoutMs / RESEND_SCAN_MS), live.maxResendTimes)) {
         session.resendWatched = false;
         this.resendWatch.delete(session);
       }
@@ -561,8 +564,8 @@ export class Engine implements SessionHost {
     });
   }
 
-  deferInflight(session: Session, packetId: number, delivery: Delivery, write: DeferredWrite): void {
-    this.deferred.push({ session, packetId, delivery, write });
+  deferInflight(write: DeferredWrite): void {
+    this.deferred.push(write);
     this.deferTimer ??= setTimeout(() => this.writeDeferred(), DEFER_INFLIGHT_MS);
   }
 
@@ -573,13 +576,13 @@ export class Engine implements SessionHost {
     this.deferred = [];
     const bySession = new Map<Session, { records: InflightRecord[]; writes: DeferredWrite[] }>();
     for (const d of due) {
-      if (d.write.state !== 'waiting') continue;
-      d.write.state = 'issued';
+      if (d.state !== 'waiting') continue;
+      d.state = 'issued';
       let group = bySession.get(d.session);
       if (group === undefined) bySession.set(d.session, (group = { records: [], writes: [] }));
       // The stored form is built only for the records that are written.
       group.records.push({ packetId: d.packetId, phase: 'publish', message: toInboxMessage(d.delivery) });
-      group.writes.push(d.write);
+      group.writes.push(d);
     }
     for (const [session, group] of bySession) {
       this.persistence.putInflight(session, group.records).then(
@@ -718,8 +721,8 @@ function settleAll(writes: readonly DeferredWrite[], err: unknown): void {
   for (const w of writes) {
     if (w.state !== 'issued') continue;
     w.state = 'settled';
-    if (err === undefined) w.resolve();
-    else w.reject(err);
+    if (err === undefined) w.waiter?.release();
+    else w.waiter?.fail(err);
   }
 }
 

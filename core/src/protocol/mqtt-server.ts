@@ -3,7 +3,7 @@ import { inject, injectable } from 'tsyringe';
 import type { BrokerConfig } from '../runtime/config-types';
 import type { Logger } from '../runtime/logger';
 import { RUNTIME_TOKENS } from '../runtime/tokens';
-import { bindListener, type BoundListener } from '../transport/listeners';
+import { bindListener, type AcceptHandler, type BoundListener } from '../transport/listeners';
 import { MqttConnection, type ConnectionOrigin } from './connection';
 import { Engine } from './engine';
 import { RC } from './reason-codes';
@@ -11,8 +11,9 @@ import { RC } from './reason-codes';
 /** Binds the configured listeners and turns each accepted stream into an MqttConnection. */
 @injectable()
 export class MqttServer {
-  private readonly connections = new Set<MqttConnection>();
   private bound: BoundListener[] = [];
+  /** Worker mode (docs/multicore.md): accepted streams go here instead of {@link accept}; set before {@link listen}. */
+  acceptHook: AcceptHandler | undefined;
 
   constructor(
     @inject(RUNTIME_TOKENS.Config) private readonly config: BrokerConfig,
@@ -22,9 +23,10 @@ export class MqttServer {
 
   /** Bind every listener; on a failure, close the ones already bound and rethrow. */
   async listen(): Promise<readonly BoundListener[]> {
+    const accept: AcceptHandler = this.acceptHook ?? ((socket, origin) => this.accept(socket, origin));
     try {
       for (const listener of this.config.listeners) {
-        this.bound.push(await bindListener(listener, (socket, origin) => this.accept(socket, origin), { logger: this.logger }));
+        this.bound.push(await bindListener(listener, accept, { logger: this.logger }));
       }
     } catch (err) {
       await this.close();
@@ -38,15 +40,13 @@ export class MqttServer {
     this.engine.shuttingDown = true;
     const closing = this.bound.map((l) => l.close());
     this.bound = [];
-    for (const conn of [...this.connections]) conn.disconnect(RC.ServerShuttingDown);
+    for (const conn of [...this.engine.connections]) conn.disconnect(RC.ServerShuttingDown);
     await Promise.all(closing);
     this.engine.close();
   }
 
   private accept(socket: Duplex, origin: ConnectionOrigin): void {
-    const conn = new MqttConnection(socket, origin, this.engine);
-    this.connections.add(conn);
-    socket.once('close', () => this.connections.delete(conn));
+    new MqttConnection(socket, origin, this.engine);
     this.logger.trace({ listener: origin.listener, remote: origin.remoteAddress }, 'accepted');
   }
 }

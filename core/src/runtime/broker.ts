@@ -9,6 +9,7 @@ import { TenantUsage, type TenantMetrics } from '../tenancy/tenant-usage';
 import { TimerWheel } from '../session/timer-wheel';
 import { MqttServer } from '../protocol/mqtt-server';
 import { Engine } from '../protocol/engine';
+import { serveAsWorker, type WorkerRouter } from '../workers/handover';
 
 /** A listener as it is bound. */
 export interface ListenerAddress {
@@ -30,12 +31,21 @@ export interface RunningBroker {
   stop(reason?: string): Promise<void>;
 }
 
+/** How the broker is started beyond its configuration. */
+export interface StartOptions {
+  /**
+   * Set when this process is one of several workers (`workers` > 1, docs/multicore.md): its
+   * index, the worker count and the way to hand connections to the worker owning their tenant.
+   */
+  readonly worker?: WorkerRouter;
+}
+
 /**
  * The composition root. Boot order: plugins (settings, events, storage, throttler, auth, acl, balancer)
  * → DI container → MQTT server → listeners. Shutdown runs the other way round. Everything is
  * resolved from the container once, here; nothing on the packet path asks the container again.
  */
-export async function startBroker(config: BrokerConfig, logger: Logger): Promise<RunningBroker> {
+export async function startBroker(config: BrokerConfig, logger: Logger, options: StartOptions = {}): Promise<RunningBroker> {
   const container = rootContainer.createChildContainer();
   const usage = new TenantUsage();
   const wheel = new TimerWheel();
@@ -61,6 +71,7 @@ export async function startBroker(config: BrokerConfig, logger: Logger): Promise
 
   container.registerSingleton(Engine);
   const server = container.resolve(MqttServer);
+  if (options.worker !== undefined) serveAsWorker(server, container.resolve(Engine), options.worker);
   let bound;
   try {
     const restored = await container.resolve(Engine).restore();

@@ -42,6 +42,12 @@ export const CONFIG_ERRORS = defineErrors({
     summary: 'A command-line override (--port, --data-dir, --plugins-dir) holds a value the broker cannot use.',
     remedy: 'Fix the option named in the message.',
   },
+  BIFRO_CONFIG_WORKERS_LISTENER: {
+    summary:
+      'A tls, ws or wss listener is configured with `workers` above 1. Only plain TCP connections can be handed between worker processes: a TLS session or a WebSocket lives in the process that accepted it.',
+    remedy:
+      'Use `workers: 1` with such listeners, or terminate TLS / WebSocket in a proxy in front of tcp listeners (with `proxyProtocol: true` to keep the client address); see docs/multicore.md.',
+  },
   BIFRO_CONFIG_INVALID: {
     summary: 'The configuration has several problems; each is listed with its own code.',
     remedy: 'Fix every problem listed; the broker reports all of them at once.',

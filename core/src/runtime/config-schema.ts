@@ -33,6 +33,7 @@ export interface RawConfig {
   readonly dataDir?: string;
   readonly pluginsDir?: string;
   readonly pidFile?: string;
+  readonly workers?: number;
   readonly listeners?: readonly RawListener[] | null;
   readonly plugins?: {
     readonly packages?: readonly string[] | null;
@@ -64,6 +65,9 @@ export const LISTENER_TYPES = ['tcp', 'tls', 'ws', 'wss'] as const;
 /** Node ids end up in NATS subjects and KV keys in cluster mode: no dots, spaces or wildcards. */
 export const NODE_ID_PATTERN = '^[A-Za-z0-9_-]{1,64}$';
 export const NODE_ID_EXPECTED = '1-64 letters, digits, "_" or "-"';
+
+/** Largest `workers` value (processes forked by `bifro start`). */
+export const MAX_WORKERS = 64;
 
 const PORT = { type: 'integer', minimum: 0, maximum: 65535, expected: 'integer 0..65535' } as const;
 const PATH = { type: 'string', minLength: 1, expected: 'a non-empty path' } as const;
@@ -112,6 +116,7 @@ export const CONFIG_SCHEMA = {
     dataDir: PATH,
     pluginsDir: PATH,
     pidFile: PATH,
+    workers: { type: 'integer', minimum: 1, maximum: MAX_WORKERS, expected: `integer 1..${MAX_WORKERS}` },
     listeners: {
       type: 'array',
       minItems: 1,

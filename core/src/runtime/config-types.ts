@@ -80,6 +80,11 @@ export interface BrokerConfig {
   readonly pluginsDir: string;
   /** Where `bifro start --daemon` writes its pid; default `<dataDir>/bifro.pid`. */
   readonly pidFile: string;
+  /**
+   * Worker processes sharing the listeners, each owning a share of the tenants (docs/multicore.md).
+   * Absent or 1: one process, as without the key. Set only when configured.
+   */
+  readonly workers?: number;
   readonly listeners: readonly ListenerConfig[];
   readonly plugins: PluginsConfig;
   readonly mqtt: MqttConfig;

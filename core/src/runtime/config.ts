@@ -34,7 +34,7 @@ import Ajv, { type ErrorObject } from 'ajv';
 import { LineCounter, isMap, isScalar, isSeq, parseDocument, type Document, type Node as YamlNode } from 'yaml';
 import type { BrokerConfig, ListenerConfig, PluginRef, PluginsConfig } from './config-types';
 import { ConfigError, type ConfigErrorCode, type ConfigIssue } from './config-errors';
-import { CONFIG_SCHEMA, NODE_ID_PATTERN, type RawConfig, type RawListener, type RawPluginRef } from './config-schema';
+import { CONFIG_SCHEMA, MAX_WORKERS, NODE_ID_PATTERN, type RawConfig, type RawListener, type RawPluginRef } from './config-schema';
 import { readEnvOverrides } from './env-overrides';
 
 export { ConfigError } from './config-errors';
@@ -48,6 +48,8 @@ export interface ConfigOverrides {
   readonly dataDir?: string;
   /** Relative to `cwd`. */
   readonly pluginsDir?: string;
+  /** `--workers`: worker processes (docs/multicore.md). */
+  readonly workers?: number;
 }
 
 export interface LoadConfigOptions {
@@ -103,7 +105,11 @@ export async function loadConfig(opts: LoadConfigOptions): Promise<BrokerConfig>
 
   const configDir = file !== undefined ? path.dirname(file) : cwd;
   const config = build(raw, { cwd, configDir, file, env, overrides });
-  const late = [...checkDuplicateListeners(config.listeners, where), ...(await checkTlsFiles(config.listeners, where))];
+  const late = [
+    ...checkDuplicateListeners(config.listeners, where),
+    ...checkWorkerListeners(config, overrides.workers !== undefined, where),
+    ...(await checkTlsFiles(config.listeners, where)),
+  ];
   if (late.length > 0) throw new ConfigError(late, file);
   return config;
 }
@@ -433,6 +439,27 @@ function checkDuplicateListeners(listeners: readonly ListenerConfig[], where: Lo
   return issues;
 }
 
+/**
+ * With `workers` > 1 every listener must be plain tcp: a connection is handed to the worker that
+ * owns its tenant, and a TLS session or WebSocket cannot leave the process that accepted it.
+ */
+function checkWorkerListeners(config: BrokerConfig, fromOption: boolean, where: Locator): ConfigIssue[] {
+  const workers = config.workers ?? 1;
+  if (workers <= 1) return [];
+  const source = fromOption ? ' (--workers)' : '';
+  return config.listeners.flatMap((listener, i) =>
+    listener.type === 'tcp'
+      ? []
+      : [
+          where.issue(
+            'BIFRO_CONFIG_WORKERS_LISTENER',
+            ['listeners', i, 'type'],
+            `a ${listener.type} listener ("${listener.name}") cannot be used with workers: ${workers}${source}; only tcp connections can be handed between worker processes (use workers: 1, or a TLS/WebSocket proxy in front of a tcp listener; docs/multicore.md)`,
+          ),
+        ],
+  );
+}
+
 async function checkTlsFiles(listeners: readonly ListenerConfig[], where: Locator): Promise<ConfigIssue[]> {
   const issues: ConfigIssue[] = [];
   for (const [i, listener] of listeners.entries()) {
@@ -453,7 +480,14 @@ async function checkTlsFiles(listeners: readonly ListenerConfig[], where: Locato
 
 function checkOverrides(overrides: ConfigOverrides): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
-  const { port, dataDir, pluginsDir } = overrides;
+  const { port, dataDir, pluginsDir, workers } = overrides;
+  if (workers !== undefined && !(Number.isInteger(workers) && workers >= 1 && workers <= MAX_WORKERS)) {
+    issues.push({
+      code: 'BIFRO_CONFIG_OVERRIDE_INVALID',
+      path: '--workers',
+      message: `--workers: expected integer 1..${MAX_WORKERS}, got ${describeValue(workers)}`,
+    });
+  }
   if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) {
     issues.push({
       code: 'BIFRO_CONFIG_OVERRIDE_INVALID',
@@ -496,6 +530,7 @@ function build(raw: RawConfig, ctx: BuildContext): BrokerConfig {
   const dataDir = pick(overrides.dataDir, env.dataDir, raw.dataDir, 'data');
   const pluginsDir = pick(overrides.pluginsDir, env.pluginsDir, raw.pluginsDir, 'plugins');
   const pidFile = raw.pidFile !== undefined ? fromFile(raw.pidFile) : path.join(dataDir, 'bifro.pid');
+  const workers = overrides.workers ?? raw.workers;
 
   const rawListeners: readonly RawListener[] = raw.listeners ?? [{ name: 'tcp', type: 'tcp' }];
   const listeners = rawListeners.map((l, i) => buildListener(l, i, rawListeners, fromFile));
@@ -526,6 +561,7 @@ function build(raw: RawConfig, ctx: BuildContext): BrokerConfig {
     dataDir,
     pluginsDir,
     pidFile,
+    ...(workers !== undefined ? { workers } : {}),
     listeners,
     plugins: pluginsConfig,
     mqtt: {

@@ -18,7 +18,7 @@ interface Inflight {
   delivery: Delivery | undefined;
   /** `publish`: awaiting PUBACK/PUBREC; `pubrel`: PUBREL sent, awaiting PUBCOMP. */
   phase: 'publish' | 'pubrel';
-  /** MQTT 3: when the resend scan first saw it unacknowledged, or last resent it (0: not yet seen). */
+  /** MQTT 3: the resend scan that first saw it unacknowledged, or last resent it (0: not yet seen). A scan count, not a time: it stays a small integer. */
   sentAt: number;
   /** MQTT 3: how often it was resent on this connection. */
   resends: number;
@@ -26,12 +26,28 @@ interface Inflight {
   deferred: DeferredWrite | undefined;
 }
 
+/**
+ * What waits for the storage writes one inbound PUBLISH causes (the publisher's acknowledgement):
+ * each write holds it and releases or fails it when done. A counter, not a promise per write,
+ * keeps the persistent QoS 1 path to one object per message.
+ */
+export interface WriteWaiter {
+  hold(): void;
+  release(): void;
+  fail(err: unknown): void;
+  /** Hold until `write` settles. */
+  add(write: Promise<unknown>): void;
+}
+
 /** A storage write that waits a moment in case the client's acknowledgement makes it unnecessary. */
 export interface DeferredWrite {
   /** `waiting`: not issued yet; `issued`: handed to storage; `settled`: no longer needed or done. */
   state: 'waiting' | 'issued' | 'settled';
-  resolve(): void;
-  reject(err: unknown): void;
+  readonly session: Session;
+  readonly packetId: number;
+  readonly delivery: Delivery;
+  /** Released when the client acknowledges first or the write is done; failed when the write fails. */
+  readonly waiter: WriteWaiter | undefined;
 }
 
 /** What a session needs of the connection that currently serves it. */
@@ -68,7 +84,7 @@ export interface SessionHost {
    * Write this inflight record a little later (one batch for many sessions) unless the client
    * acknowledges it first; the promise settles with whichever comes first.
    */
-  deferInflight(session: Session, packetId: number, delivery: Delivery, write: DeferredWrite): void;
+  deferInflight(write: DeferredWrite): void;
   /** Timer wheel callback of a disconnected session (will delay, expiry); returns the next deadline or 0. */
   onDeadline(session: Session, now: number): number;
   /** A storage call of this session failed. */
@@ -101,9 +117,12 @@ const INBOX_READ_BATCH = 256;
 export class Session implements WheelEntry {
   wheelSlot = -1;
   link: SessionLink | undefined;
-  readonly subscriptions = new Map<string, SubscriptionRecord>();
-  /** Inbound QoS 2 packet ids: PUBREC sent, PUBREL not yet received (§4.3.3). */
-  readonly inboundQoS2 = new Set<number>();
+  // Maps and sets are allocated on first use: an idle session of a client that never subscribed
+  // or used QoS 1/2 holds none (memory per idle connection).
+  private subscriptionMap: Map<string, SubscriptionRecord> | undefined;
+  private inboundIds: Set<number> | undefined;
+  private counted: Map<string, ResourceType> | undefined;
+  private inflightMap: Map<number, Inflight> | undefined;
   will: SessionWill | undefined;
   /** When the pending will fires (ms since epoch), 0 = none pending. */
   willAt = 0;
@@ -111,8 +130,7 @@ export class Session implements WheelEntry {
   expireAt = 0;
   /** When the client last disconnected (ms since epoch). */
   disconnectedAt = 0;
-  /** How each subscription was counted in the tenant's usage (transient, persistent or shared). */
-  readonly countedSubscriptions = new Map<string, ResourceType>();
+
   /** Whether the session's record is in storage (it was persistent at some point). */
   stored = false;
   /** false for a session restored from storage until its inflight state is read back. */
@@ -122,7 +140,7 @@ export class Session implements WheelEntry {
   private inboxBytes = 0;
   /** Registered with the engine's resend scan (MQTT 3 connections). */
   resendWatched = false;
-  private readonly inflight = new Map<number, Inflight>();
+
   /** Transient sessions: deliveries waiting in memory. */
   private queue: Delivery[] = [];
   private queueHead = 0;
@@ -133,7 +151,7 @@ export class Session implements WheelEntry {
   private nextPacketId = 1;
   /** Retained lookups in progress for new subscriptions, and the live deliveries waiting behind them. */
   private retainedLookups = 0;
-  private waiting: { delivery: Delivery; done: { resolve: () => void; reject: (err: unknown) => void } | undefined }[] | undefined;
+  private waiting: { delivery: Delivery; waiter: WriteWaiter | undefined }[] | undefined;
 
   constructor(
     readonly key: string,
@@ -144,6 +162,35 @@ export class Session implements WheelEntry {
     readonly createdAt: number,
     readonly host: SessionHost,
   ) {}
+
+  /** The session's subscriptions by filter. */
+  get subscriptions(): Map<string, SubscriptionRecord> {
+    return (this.subscriptionMap ??= new Map());
+  }
+
+  /** Inbound QoS 2 packet ids: PUBREC sent, PUBREL not yet received (§4.3.3). */
+  get inboundQoS2(): Set<number> {
+    return (this.inboundIds ??= new Set());
+  }
+
+  /** How each subscription was counted in the tenant's usage (transient, persistent or shared). */
+  get countedSubscriptions(): Map<string, ResourceType> {
+    return (this.counted ??= new Map());
+  }
+
+  /** Filters counted in the tenant's usage (a copy: safe to release while iterating). */
+  countedFilters(): string[] {
+    return this.counted === undefined ? [] : [...this.counted.keys()];
+  }
+
+  /** Forget every subscription (the session ends). */
+  dropSubscriptions(): void {
+    this.subscriptionMap = undefined;
+  }
+
+  private get inflight(): Map<number, Inflight> {
+    return (this.inflightMap ??= new Map());
+  }
 
   get tenantId(): string {
     return this.client.tenantId;
@@ -164,7 +211,7 @@ export class Session implements WheelEntry {
 
   /** Deliveries waiting (queued) plus in flight. */
   get backlog(): number {
-    return this.queue.length - this.queueHead + this.inboxBacklog + this.inflight.size;
+    return this.queue.length - this.queueHead + this.inboxBacklog + (this.inflightMap?.size ?? 0);
   }
 
   onWheelTick(now: number): number {
@@ -181,13 +228,13 @@ export class Session implements WheelEntry {
 
   /** The lookup is done: deliver what it found, then (when no other lookup is pending) what waited. */
   releaseRetained(retained: readonly Delivery[]): void {
-    for (const d of retained) this.deliverNow(d);
+    for (const d of retained) this.deliverNow(d, undefined);
     if (--this.retainedLookups > 0 || this.waiting === undefined) return;
     const waiting = this.waiting;
     this.waiting = undefined;
     for (const w of waiting) {
-      const written = this.deliverNow(w.delivery);
-      if (w.done !== undefined) (written ?? Promise.resolve()).then(w.done.resolve, w.done.reject);
+      this.deliverNow(w.delivery, w.waiter);
+      w.waiter?.release();
     }
   }
 
@@ -196,17 +243,21 @@ export class Session implements WheelEntry {
    * session a QoS 1/2 delivery returns the promise of its storage write: the publisher is
    * acknowledged only once it resolves.
    */
-  deliver(d: Delivery): Promise<void> | undefined {
-    if (this.retainedLookups === 0) return this.deliverNow(d);
-    const waiting = (this.waiting ??= []);
-    if (!this.persistent || d.qos === 0) {
-      waiting.push({ delivery: d, done: undefined });
-      return undefined;
+  deliver(d: Delivery, waiter?: WriteWaiter): void {
+    if (this.retainedLookups === 0) {
+      this.deliverNow(d, waiter);
+      return;
     }
-    return new Promise<void>((resolve, reject) => waiting.push({ delivery: d, done: { resolve, reject } }));
+    const waiting = (this.waiting ??= []);
+    if (!this.persistent || d.qos === 0 || waiter === undefined) {
+      waiting.push({ delivery: d, waiter: undefined });
+      return;
+    }
+    waiter.hold();
+    waiting.push({ delivery: d, waiter });
   }
 
-  private deliverNow(d: Delivery): Promise<void> | undefined {
+  private deliverNow(d: Delivery, waiter: WriteWaiter | undefined): void {
     const link = this.link;
     if (!this.persistent) {
       // writable() is asked even when the queue is not empty: it is where a subscriber stuck over
@@ -226,7 +277,7 @@ export class Session implements WheelEntry {
     }
     if (d.qos === 0) {
       // QoS 0 is not worth a disk write while the client is there: sent, or dropped behind a full socket.
-      if (link === undefined) void this.appendToInbox(d);
+      if (link === undefined) this.appendToInbox(d).catch((err: unknown) => this.host.storageFailed(this, 'inbox append', err));
       else if (link.writable()) link.sendPublish(d, 0, false);
       else this.host.dropped(this, d, 'queue-full');
       return undefined;
@@ -238,21 +289,23 @@ export class Session implements WheelEntry {
         // QoS 1 to a connected client: its PUBACK usually comes before a disk write would, and a
         // message the client acknowledged needs none. The publisher is acknowledged when either
         // the client's PUBACK or the write comes (D20).
-        let deferred!: DeferredWrite;
-        const settled = new Promise<void>((resolve, reject) => {
-          deferred = { state: 'waiting', resolve, reject };
-        });
+        waiter?.hold();
+        const deferred: DeferredWrite = { state: 'waiting', session: this, packetId, delivery: d, waiter };
         this.track(packetId, { delivery: d, phase: 'publish', deferred, sentAt: 0, resends: 0 });
-        this.host.deferInflight(this, packetId, d, deferred);
+        this.host.deferInflight(deferred);
         if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
-        return settled;
+        return;
       }
       this.track(packetId, { delivery: d, phase: 'publish', deferred: undefined, sentAt: 0, resends: 0 });
       const written = this.host.persistence.putInflight(this, [{ packetId, phase: 'publish', message: toInboxMessage(d) }]);
+      if (waiter !== undefined) waiter.add(written);
+      else written.catch((err: unknown) => this.host.storageFailed(this, 'inflight put', err));
       if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
-      return written;
+      return;
     }
-    return this.appendToInbox(d);
+    const appended = this.appendToInbox(d);
+    if (waiter !== undefined) waiter.add(appended);
+    else appended.catch((err: unknown) => this.host.storageFailed(this, 'inbox append', err));
   }
 
   /** PUBACK (QoS 1) or PUBCOMP (QoS 2) for `packetId`. Returns false when no such packet is in flight. */
@@ -264,7 +317,7 @@ export class Session implements WheelEntry {
     if (deferred !== undefined && deferred.state === 'waiting') {
       // Acknowledged before its record was written: nothing to write, nothing to remove.
       deferred.state = 'settled';
-      deferred.resolve();
+      deferred.waiter?.release();
     } else if (this.persistent) {
       this.host.persistence.removeInflight(this, [packetId]).catch((err: unknown) => this.host.storageFailed(this, 'inflight remove', err));
     }
@@ -343,12 +396,12 @@ export class Session implements WheelEntry {
   clearState(): void {
     this.accountQueued(-this.queuedBytes);
     this.accountInbox(-this.inboxBytes);
-    this.inflight.clear();
+    this.inflightMap = undefined;
     this.queue = [];
     this.queueHead = 0;
     this.inboxBacklog = 0;
     this.inboxCursor = 0;
-    this.inboundQoS2.clear();
+    this.inboundIds = undefined;
   }
 
   /**
@@ -380,19 +433,21 @@ export class Session implements WheelEntry {
 
   private resend(link: SessionLink): void {
     const now = Date.now();
-    for (const [packetId, entry] of this.inflight) {
-      const d = entry.delivery;
-      entry.sentAt = 0;
-      entry.resends = 0;
-      if (d === undefined) {
-        link.sendPubrel(packetId);
-      } else if (d.msg.expired(now)) {
-        this.completeLocally(packetId, d, 'expired');
-      } else if (!link.sendPublish(d, packetId, true)) {
-        this.completeLocally(packetId, d, 'too-large');
+    const inflight = this.inflightMap;
+    if (inflight !== undefined)
+      for (const [packetId, entry] of inflight) {
+        const d = entry.delivery;
+        entry.sentAt = 0;
+        entry.resends = 0;
+        if (d === undefined) {
+          link.sendPubrel(packetId);
+        } else if (d.msg.expired(now)) {
+          this.completeLocally(packetId, d, 'expired');
+        } else if (!link.sendPublish(d, packetId, true)) {
+          this.completeLocally(packetId, d, 'too-large');
+        }
       }
-    }
-    if (this.inflight.size > 0 && !this.resendWatched && !link.v5) this.host.watchResends(this);
+    if (inflight !== undefined && inflight.size > 0 && !this.resendWatched && !link.v5) this.host.watchResends(this);
     this.drain();
   }
 
@@ -510,7 +565,7 @@ export class Session implements WheelEntry {
     this.inflight.delete(packetId);
     if (deferred !== undefined && deferred.state === 'waiting') {
       deferred.state = 'settled';
-      deferred.resolve();
+      deferred.waiter?.release();
     } else if (this.persistent)
       this.host.persistence.removeInflight(this, [packetId]).catch((err: unknown) => this.host.storageFailed(this, 'inflight remove', err));
     this.host.dropped(this, d, reason);
@@ -562,16 +617,16 @@ export class Session implements WheelEntry {
    * QoS 2 in its second phase), at most `maxResends` times, then give them up (dropped, the
    * packet id freed). Returns whether anything is still in flight.
    */
-  resendOverdue(now: number, timeoutMs: number, maxResends: number): boolean {
+  resendOverdue(scan: number, timeoutScans: number, maxResends: number): boolean {
     const link = this.link;
     if (link === undefined || link.v5) return false;
     for (const [packetId, entry] of this.inflight) {
       const sentAt = entry.sentAt;
       if (sentAt === 0) {
-        entry.sentAt = now;
+        entry.sentAt = scan;
         continue;
       }
-      if (now - sentAt < timeoutMs) continue;
+      if (scan - sentAt < timeoutScans) continue;
       const resends = entry.resends;
       const d = entry.delivery;
       if (resends >= maxResends) {
@@ -580,7 +635,7 @@ export class Session implements WheelEntry {
         continue;
       }
       entry.resends = resends + 1;
-      entry.sentAt = now;
+      entry.sentAt = scan;
       if (d === undefined) link.sendPubrel(packetId);
       else if (!link.sendPublish(d, packetId, true)) this.completeLocally(packetId, d, 'too-large');
     }

@@ -2,10 +2,12 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { BifroError } from '../../errors';
-import { startBroker, type RunningBroker } from '../../runtime/broker';
+import { startBroker } from '../../runtime/broker';
 import type { BrokerConfig } from '../../runtime/config-types';
 import { createLogger, type Logger } from '../../runtime/logger';
 import { isRunning, readPidFile, removePidFile, writePidFile } from '../../runtime/pid-file';
+import { startWorkers, type StartedBroker } from '../../workers/primary';
+import { checkWorkerCount } from '../../workers/worker-marker';
 import { loadCliConfig } from '../cli-config';
 import { EXIT, type CliIo } from '../cli-io';
 import { reportError } from '../error-report';
@@ -57,9 +59,15 @@ async function runForeground(args: CommandArgs, io: CliIo, onReady?: (listeners:
   const config = await loadCliConfig(args, io);
   const logger = createLogger({ level: config.log.level, ...(config.log.pretty !== undefined ? { pretty: config.log.pretty } : {}) });
   await writePidFile(config.pidFile);
-  let broker: RunningBroker;
+  const workers = config.workers ?? 1;
+  let broker: StartedBroker;
   try {
-    broker = await startBroker(config, logger);
+    // The data directory keeps its worker count: tenants are assigned to workers by it (docs/multicore.md).
+    await checkWorkerCount(config.dataDir, workers);
+    broker =
+      workers > 1
+        ? await startWorkers(config, logger, { readyTimeoutMs: readyTimeoutMs(config), stopTimeoutMs: SHUTDOWN_TIMEOUT_MS - 5_000 })
+        : await startBroker(config, logger);
   } catch (err) {
     await removePidFile(config.pidFile, process.pid);
     await flush(logger);
@@ -68,7 +76,7 @@ async function runForeground(args: CommandArgs, io: CliIo, onReady?: (listeners:
   const listeners = broker.listeners.map(({ name, type, host, port }) => ({ name, type, host, port }));
   const plugins = broker.plugins.map((p) => `${p.name}@${p.version}`);
   logger.info(
-    { nodeId: config.nodeId, config: config.file ?? null, listeners, plugins, pidFile: config.pidFile },
+    { nodeId: config.nodeId, config: config.file ?? null, listeners, plugins, pidFile: config.pidFile, workers },
     `bifro started: ${listeners.map((l) => `${l.type}://${l.host}:${l.port} (${l.name})`).join(', ')}; plugins: ${plugins.join(', ') || 'none'}`,
   );
   const stopped = waitForSignal(broker, config, logger);
@@ -77,7 +85,7 @@ async function runForeground(args: CommandArgs, io: CliIo, onReady?: (listeners:
 }
 
 /** Resolves with the exit code after SIGINT/SIGTERM stopped the broker; a second signal exits at once. */
-function waitForSignal(broker: RunningBroker, config: BrokerConfig, logger: Logger): Promise<number> {
+function waitForSignal(broker: StartedBroker, config: BrokerConfig, logger: Logger): Promise<number> {
   return new Promise<number>((resolve) => {
     let stopping = false;
     const finish = async (code: number): Promise<void> => {

@@ -9,6 +9,9 @@ import { validateTopicName } from '../../dist/topic';
 import { Message } from '../../session/message';
 import type { PublishProperties } from '../codec/publish-codec';
 
+/** Shared by every client whose auth answer carries no attributes (one object less per connection). */
+const NO_ATTRS: Readonly<Record<string, string>> = Object.freeze({});
+
 /** Who the auth chain says the client is. */
 export interface Identity {
   readonly tenantId: string;
@@ -133,6 +136,19 @@ export function handleConnect(conn: MqttConnection, packet: IConnectPacket): voi
     return;
   }
 
+  const adopted = conn.handover?.takeAdoptedAuth();
+  if (adopted !== undefined) {
+    // Worker mode: the enhanced authentication ran in the worker that accepted the connection (docs/multicore.md).
+    conn.authMethod = adopted.method;
+    const auth = { method: adopted.method, data: adopted.data };
+    conn.hold(
+      finishConnect(conn, packet, adopted.clientId, adopted.assigned, adopted.identity, auth).catch((err: unknown) => {
+        engine.logger.error({ clientId: adopted.clientId, err: String(err) }, 'connect failed');
+        refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable);
+      }),
+    );
+    return;
+  }
   const request: AuthRequest = {
     protocolVersion: version,
     clientId,
@@ -231,6 +247,8 @@ async function finishConnect(
   identity: Identity,
   auth: { method: string; data: Uint8Array | undefined } | undefined,
 ): Promise<void> {
+  // Worker mode: a tenant another worker owns is served there (docs/multicore.md).
+  if (conn.handover?.handOver(conn, identity, clientId, assigned, auth) === true) return;
   const engine = conn.engine;
   const version = conn.protocolVersion;
   const tenantId = identity.tenantId;
@@ -252,7 +270,7 @@ async function finishConnect(
     remoteAddress: conn.origin.remoteAddress,
     remotePort: conn.origin.remotePort,
     listener: conn.origin.listener,
-    attrs: identity.attrs ?? {},
+    attrs: identity.attrs ?? NO_ATTRS,
   };
 
   const will = buildWill(conn, packet, client);
@@ -399,6 +417,7 @@ async function finishConnect(
     protocolVersion: version,
   }));
   engine.logger.debug({ tenantId, clientId }, 'client connected');
+  conn.replayEarlyFrames();
 }
 
 /** The will from CONNECT, checked against the tenant's settings; null when the connection was refused. */

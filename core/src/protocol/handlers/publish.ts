@@ -5,6 +5,7 @@ import type { DecodedPublish } from '../codec/publish-codec';
 import { validateTopicName } from '../../dist/topic';
 import { Message } from '../../session/message';
 import { RC } from '../reason-codes';
+import { PublishAck } from '../publish-ack';
 import { describeError } from '../../errors';
 import { COUNTER, resourceIndex } from '../../tenancy/tenant-usage';
 
@@ -28,9 +29,9 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
       conn.protocolError(RC.TopicAliasInvalid, `topic alias ${alias} out of range`, 'protocolViolation');
       return;
     }
-    if (topic.length > 0) conn.aliasesIn[alias] = topic;
+    if (topic.length > 0) (conn.aliasesIn ??= [])[alias] = topic;
     else {
-      const known = conn.aliasesIn[alias];
+      const known = conn.aliasesIn?.[alias];
       if (known === undefined) {
         conn.protocolError(RC.ProtocolError, `unknown topic alias ${alias}`, 'protocolViolation');
         return;
@@ -50,11 +51,12 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
   const maxRate = live.msgPubPerSec;
   if (maxRate > 0) {
     const now = engine.wheel.now;
-    if (now - conn.pubWindowStart >= 1000) {
-      conn.pubWindowStart = now;
-      conn.pubWindowCount = 0;
+    const m = conn.m;
+    if (now - m.pubWindowStart >= 1000) {
+      m.pubWindowStart = now;
+      m.pubWindowCount = 0;
     }
-    if (++conn.pubWindowCount > maxRate) {
+    if (++m.pubWindowCount > maxRate) {
       conn.protocolError(RC.MessageRateTooHigh, 'publish rate above MsgPubPerSec', 'exceedPubRate');
       return;
     }
@@ -148,31 +150,29 @@ function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed:
   }
   // QoS 1/2: acknowledged once what storage must keep is written (persistent subscribers'
   // inboxes, the retained message, our own QoS 2 packet id), in PUBLISH order.
-  const waits: Promise<void>[] = [];
-  if (p.retain) waits.push(engine.retainMessage(client, msg));
-  const matched = distribute(conn, msg, waits);
+  const ack = new PublishAck(conn, p.qos === 1 ? 4 : 5, p.packetId, topic);
+  if (p.retain) ack.add(engine.retainMessage(client, msg));
+  const matched = distribute(conn, msg, ack);
   const session = conn.session!;
   if (p.qos === 2) {
     session.inboundQoS2.add(p.packetId);
-    if (session.persistent) waits.push(engine.persistence.addIncoming(session, p.packetId));
+    if (session.persistent) ack.add(engine.persistence.addIncoming(session, p.packetId));
   }
-  const wait = waits.length === 0 ? undefined : waits.length === 1 ? waits[0] : Promise.all(waits);
-  if (wait !== undefined && engine.events.wants('distError'))
-    wait.catch((err: unknown) => engine.emit('distError', client, { what: 'publish', topic, qos: p.qos, error: describeError(err) }));
-  conn.ackAfter(p.qos === 1 ? 4 : 5, p.packetId, matched === 0 && conn.v5 ? RC_NO_MATCHING_SUBSCRIBERS : 0, wait, topic);
+  ack.reasonCode = matched === 0 && conn.v5 ? RC_NO_MATCHING_SUBSCRIBERS : 0;
+  conn.queueAck(ack);
 }
 
 /**
  * Hand an accepted message to the engine. A message that reaches no subscriber and is not
  * retained is reported as `pubDiscarded`. A throw is logged; QoS 0 reports it as `distError` at
- * once, QoS 1/2 adds it to `waits` (the publisher then gets no success, and `distError` is reported
+ * once, QoS 1/2 fails its acknowledgement (the publisher then gets no success, and `distError` is reported
  * with the other failed writes). Returns the number of deliveries.
  */
-function distribute(conn: MqttConnection, msg: Message, waits: Promise<void>[] | undefined): number {
+function distribute(conn: MqttConnection, msg: Message, ack: PublishAck | undefined): number {
   const engine = conn.engine;
   const client = conn.client!;
   try {
-    const matched = engine.publish(client.tenantId, msg, waits);
+    const matched = engine.publish(client.tenantId, msg, ack);
     if (matched === 0 && !msg.retain)
       engine.emit('pubDiscarded', client, () => ({ topic: msg.topic, qos: msg.qos, size: msg.payload.length, reason: 'noSubscribers' }));
     return matched;
@@ -181,8 +181,10 @@ function distribute(conn: MqttConnection, msg: Message, waits: Promise<void>[] |
       { tenantId: client.tenantId, clientId: client.clientId, topic: msg.topic, err: describeError(err) },
       'publish not distributed',
     );
-    if (waits !== undefined) waits.push(Promise.reject(err as Error));
-    else engine.emit('distError', client, { what: 'publish', topic: msg.topic, qos: msg.qos, error: describeError(err) });
+    if (ack !== undefined) {
+      ack.hold();
+      ack.fail(err);
+    } else engine.emit('distError', client, { what: 'publish', topic: msg.topic, qos: msg.qos, error: describeError(err) });
     return 0;
   }
 }
