@@ -13,7 +13,11 @@ import { BenchClient } from './bench-client';
 import { encodeConnect } from './packets';
 
 export const BROKER_NAMES = ['bifro', 'aedes', 'mosquitto'] as const;
-export type BrokerName = (typeof BROKER_NAMES)[number];
+/**
+ * A compared broker, or `node-net`: the memory reference, a bare Node.js net server that only
+ * answers CONNECT with CONNACK (core/bench/net-connack-server.mjs), run for idle-connections only.
+ */
+export type BrokerName = (typeof BROKER_NAMES)[number] | 'node-net';
 
 export function isBrokerName(name: string): name is BrokerName {
   return (BROKER_NAMES as readonly string[]).includes(name);
@@ -120,6 +124,8 @@ function commandLine(name: BrokerName, port: number, dir: string, repoRoot: stri
     }
     case 'aedes':
       return [process.execPath, path.join(repoRoot, 'core', 'bench', 'aedes-server.mjs'), '--port', String(port)];
+    case 'node-net':
+      return [process.execPath, path.join(repoRoot, 'core', 'bench', 'net-connack-server.mjs'), '--port', String(port)];
     case 'mosquitto': {
       const bin = findMosquitto();
       if (bin === null) throw new Error('mosquitto not found (looked in /usr/sbin and on PATH)');

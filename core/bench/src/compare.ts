@@ -196,6 +196,25 @@ export function medianRun(runs: readonly ScenarioResult[]): ScenarioResult {
   return sorted[Math.floor((sorted.length - 1) / 2)]!;
 }
 
+/**
+ * The memory reference line: a bare Node net server's memory per idle connection and connect rate,
+ * and Bifro's ratio to it (the target is ≤ 1.25× for memory).
+ */
+export function referenceLine(runs: readonly ScenarioResult[] | undefined, cells: readonly Cell[]): string {
+  if (runs === undefined || runs.length === 0) return '';
+  const ref = medianRun(runs);
+  const bifro = cells.find((c) => c.scenario === 'idle-connections' && c.broker === 'bifro')?.result;
+  const parts: string[] = [];
+  for (const key of ['bytesPerConnection', 'connectRate'] as const) {
+    const m = ref.metrics[key];
+    if (m === undefined) continue;
+    const b = bifro?.metrics[key];
+    const ratio = b === undefined || m.value === 0 ? '' : ` (bifro/node-net ${(b.value / m.value).toFixed(2)}×)`;
+    parts.push(`${m.label} ${formatValue(m.value)} ${m.unit}${ratio}`);
+  }
+  return parts.length === 0 ? '' : `\nreference, a bare Node net server answering CONNACK: ${parts.join('; ')}`;
+}
+
 /** The order brokers run in for repeat `r`: rotated, so none is always first after a scenario change. */
 export function brokerOrder<T>(brokers: readonly T[], r: number): T[] {
   const k = brokers.length === 0 ? 0 : r % brokers.length;
@@ -300,6 +319,24 @@ export async function compare(argv: readonly string[]): Promise<number> {
         }
       }
     }
+    // The memory target is relative to a bare Node net server that only answers CONNACK: measure it the same way.
+    if (opts.scenarios.includes('idle-connections') && brokers.includes('bifro') && !isShuttingDown()) {
+      const idle = findScenario('idle-connections')!;
+      for (let r = 0; r < opts.repeat; r++) {
+        const key = keyOfCell('idle-connections', 'node-net');
+        try {
+          const proc = await brokerFor('node-net', true);
+          const result = await runScenario(idle, { host: proc.host, port: proc.port, pid: proc.pid }, t, params['idle-connections']!, {
+            workers,
+          });
+          runs.set(key, [...(runs.get(key) ?? []), result]);
+          process.stderr.write(`  idle-connections × node-net (reference): ${headlineText(result)}\n`);
+        } catch (err) {
+          errors.set(key, (err as Error).message);
+          process.stderr.write(`  idle-connections × node-net (reference): error: ${(err as Error).message}\n`);
+        }
+      }
+    }
   } finally {
     await Promise.all([...running.values()].map((p) => p.stop()));
   }
@@ -311,7 +348,8 @@ export async function compare(argv: readonly string[]): Promise<number> {
       if (done.length > 0) cells.push({ scenario: name, broker, result: medianRun(done) });
       else cells.push({ scenario: name, broker, error: errors.get(keyOfCell(name, broker)) ?? 'not run' });
     }
-  const table = renderComparison(opts.scenarios, brokers, cells);
+  const reference = referenceLine(runs.get(keyOfCell('idle-connections', 'node-net')), cells);
+  const table = renderComparison(opts.scenarios, brokers, cells) + reference;
   const cpu = renderCpu(opts.scenarios, brokers, cells);
   const notes = [renderNotes(cells), ...brokerNotes].filter((n) => n !== '').join('\n');
   const elapsedS = (performance.now() - t0) / 1000;

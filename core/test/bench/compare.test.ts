@@ -1,4 +1,8 @@
-import { brokerOrder, medianRun, parseCompareArgs } from '../../bench/src/compare';
+import path from 'node:path';
+import { BenchClient } from '../../bench/src/bench-client';
+import { launchBroker } from '../../bench/src/broker-process';
+import { brokerOrder, medianRun, parseCompareArgs, referenceLine } from '../../bench/src/compare';
+import { encodeConnect } from '../../bench/src/packets';
 import { renderComparison, type Cell } from '../../bench/src/report';
 import type { ScenarioResult } from '../../bench/src/scenario';
 import { quantile } from '../../bench/src/stats';
@@ -78,5 +82,48 @@ describe('bench command line', () => {
     expect(quantile([5, 1, 4, 2, 3], 0.5)).toBe(3);
     expect(quantile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.99)).toBe(10);
     expect(quantile([], 0.5)).toBeNaN();
+  });
+});
+
+describe('the memory reference (a bare Node net server answering CONNACK)', () => {
+  function idle(bytes: number, rate: number): ScenarioResult {
+    return {
+      scenario: 'idle-connections',
+      params: {},
+      metrics: {
+        bytesPerConnection: { label: 'broker memory per idle conn', value: bytes, unit: 'bytes/conn', better: 'lower' },
+        connectRate: { label: 'connect rate', value: rate, unit: 'conn/s', better: 'higher' },
+      },
+      headline: ['bytesPerConnection', 'connectRate'],
+      notes: [],
+    };
+  }
+
+  it('prints the reference figures and Bifro’s ratio to them', () => {
+    const cells: Cell[] = [{ scenario: 'idle-connections', broker: 'bifro', result: idle(5000, 3000) }];
+    const line = referenceLine([idle(4000, 6000)], cells);
+    expect(line).toContain('bare Node net server');
+    expect(line).toContain('bifro/node-net 1.25×');
+    expect(line).toContain('bifro/node-net 0.50×');
+    expect(referenceLine(undefined, cells)).toBe('');
+  });
+
+  it('starts as a real process and answers CONNECT (v3.1.1 and v5) with CONNACK', async () => {
+    const proc = await launchBroker('node-net', { repoRoot: path.resolve(__dirname, '..', '..', '..'), cpus: null });
+    try {
+      for (const version of [4, 5] as const) {
+        const client = await BenchClient.open(
+          { host: proc.host, port: proc.port },
+          `ref-${version}`,
+          encodeConnect(`ref-${version}`, 0, true, version),
+          3000,
+          version,
+        );
+        expect(client.connackMs).toBeGreaterThanOrEqual(0);
+        client.close();
+      }
+    } finally {
+      await proc.stop();
+    }
   });
 });

@@ -1,12 +1,21 @@
 import { randomBytes } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
 import type { IConnackPacket, IConnectPacket } from 'mqtt-packet';
-import { sessionListKey, type AuthRequest, type ClientInfo, type ProtocolVersion, type QoS, type UserProperties } from '@bifro/spi';
+import {
+  sessionListKey,
+  type AuthRequest,
+  type ClientInfo,
+  type ProtocolVersion,
+  type QoS,
+  type RedirectDecision,
+  type UserProperties,
+} from '@bifro/spi';
 import type { MqttConnection } from '../connection';
 import { NEVER_EXPIRES } from '../engine';
 import { connackCodeForAuthReject, RC, RC3 } from '../reason-codes';
 import { validateTopicName } from '../../dist/topic';
 import { Message } from '../../session/message';
+import type { Session } from '../../session/session';
 import type { PublishProperties } from '../codec/publish-codec';
 
 /** Shared by every client whose auth answer carries no attributes (one object less per connection). */
@@ -141,12 +150,7 @@ export function handleConnect(conn: MqttConnection, packet: IConnectPacket): voi
     // Worker mode: the enhanced authentication ran in the worker that accepted the connection (docs/multicore.md).
     conn.authMethod = adopted.method;
     const auth = { method: adopted.method, data: adopted.data };
-    conn.hold(
-      finishConnect(conn, packet, adopted.clientId, adopted.assigned, adopted.identity, auth).catch((err: unknown) => {
-        engine.logger.error({ clientId: adopted.clientId, err: String(err) }, 'connect failed');
-        refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable);
-      }),
-    );
+    runConnectStep(conn, adopted.clientId, () => finishConnect(conn, packet, adopted.clientId, adopted.assigned, adopted.identity, auth));
     return;
   }
   const request: AuthRequest = {
@@ -191,14 +195,26 @@ export function handleConnect(conn: MqttConnection, packet: IConnectPacket): voi
     }
     return finishConnect(conn, packet, clientId, assigned, result, undefined);
   };
-  conn.hold(
-    Promise.resolve(outcome)
-      .then(afterAuth)
-      .catch((err: unknown) => {
-        engine.logger.error({ clientId, err: String(err) }, 'connect failed');
-        refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable);
-      }),
-  );
+  runConnectStep(conn, clientId, () => (outcome instanceof Promise ? outcome.then(afterAuth) : afterAuth(outcome)));
+}
+
+/**
+ * Run a step of CONNECT handling that may finish at once or return a promise: further frames are
+ * held only while a promise is pending, and a failure either way refuses the connection.
+ */
+function runConnectStep(conn: MqttConnection, clientId: string, step: () => void | Promise<void>): void {
+  const fail = (err: unknown): void => {
+    conn.engine.logger.error({ clientId, err: String(err) }, 'connect failed');
+    refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable);
+  };
+  let pending: void | Promise<void>;
+  try {
+    pending = step();
+  } catch (err) {
+    fail(err);
+    return;
+  }
+  if (pending instanceof Promise) conn.hold(pending.catch(fail));
 }
 
 /** The outcome of one step of enhanced auth at CONNECT. */
@@ -239,14 +255,16 @@ export function continueExtendedAuth(
  * After auth: tenant protocol switches, the will, redirect, connect permission and quotas; then
  * the session (takeover, clean start, expiry) and CONNACK with what the tenant's settings allow.
  */
-async function finishConnect(
+function finishConnect(
   conn: MqttConnection,
   packet: IConnectPacket,
   clientId: string,
   assigned: boolean,
   identity: Identity,
   auth: { method: string; data: Uint8Array | undefined } | undefined,
-): Promise<void> {
+): void | Promise<void> {
+  // Synchronous all the way when the plugins answer synchronously and the session is transient:
+  // no promise, no paused socket. A promise answer continues the same steps when it settles.
   // Worker mode: a tenant another worker owns is served there (docs/multicore.md).
   if (conn.handover?.handOver(conn, identity, clientId, assigned, auth) === true) return;
   const engine = conn.engine;
@@ -273,151 +291,171 @@ async function finishConnect(
     attrs: identity.attrs ?? NO_ATTRS,
   };
 
-  const will = buildWill(conn, packet, client);
-  if (will === null) return;
+  const built = buildWill(conn, packet, client);
+  if (built === null) return;
+  const will = built;
 
-  const redirect = await engine.balancer.needRedirect(client);
-  if (conn.isClosed()) return;
-  if (redirect.type === 'redirect') {
-    engine.emit('redirected', client, {
-      remoteAddress: client.remoteAddress,
-      serverReference: redirect.serverReference,
-      permanent: redirect.permanent,
-    });
-    refuse(conn, redirect.permanent ? RC.ServerMoved : RC.UseAnotherServer, RC3.ServerUnavailable, undefined, redirect.serverReference);
-    return;
-  }
-  const allowed = await engine.acl.check(client, { type: 'connect' });
-  if (conn.isClosed()) return;
-  if (!allowed) {
-    engine.emit('notAuthorizedClient', client, { remoteAddress: conn.origin.remoteAddress });
-    refuse(conn, RC.NotAuthorized, RC3.NotAuthorized, 'not authorized to connect');
-    return;
-  }
-  const exhausted = !engine.throttler.hasResource(tenantId, 'TotalConnections')
-    ? 'TotalConnections'
-    : !engine.throttler.hasResource(tenantId, 'TotalConnectPerSecond')
-      ? 'TotalConnectPerSecond'
-      : undefined;
-  if (exhausted !== undefined) {
-    engine.emit('resourceExhausted', client, { resource: exhausted });
-    refuse(conn, RC.QuotaExceeded, RC3.ServerUnavailable, 'tenant connection quota exhausted');
-    return;
+  const decision = engine.balancer.needRedirect(client);
+  return decision instanceof Promise ? decision.then(afterRedirect) : afterRedirect(decision);
+
+  function afterRedirect(redirect: RedirectDecision): void | Promise<void> {
+    if (conn.isClosed()) return;
+    if (redirect.type === 'redirect') {
+      engine.emit('redirected', client, {
+        remoteAddress: client.remoteAddress,
+        serverReference: redirect.serverReference,
+        permanent: redirect.permanent,
+      });
+      refuse(conn, redirect.permanent ? RC.ServerMoved : RC.UseAnotherServer, RC3.ServerUnavailable, undefined, redirect.serverReference);
+      return;
+    }
+    const permission = engine.acl.check(client, { type: 'connect' });
+    return permission instanceof Promise ? permission.then(afterPermission) : afterPermission(permission);
   }
 
-  // Session: take over a live connection [MQTT-3.1.4-3], end or resume the stored session [MQTT-3.1.2-4], [MQTT-3.1.2-5].
-  const key = sessionListKey(tenantId, clientId);
-  const live = engine.sessions.get(key)?.link;
-  if (live !== undefined && live !== conn) {
-    const taken = live as MqttConnection;
-    taken.closeCause = 'reported';
-    engine.emit('kicked', engine.sessions.get(key)!.client, { remoteAddress: taken.origin.remoteAddress, reason: 'session taken over' });
-    taken.disconnect(RC.SessionTakenOver);
-  }
-  const forceTransient = engine.setting(tenantId, 'ForceTransient');
-  const cleanStart = packet.clean !== false || forceTransient;
-  let existing = engine.sessions.get(key);
-  if (existing !== undefined && cleanStart) {
-    engine.endSession(existing);
-    existing = undefined;
-  }
-  const maxExpiry = engine.setting(tenantId, 'MaxSessionExpirySeconds');
-  const minExpiry = engine.setting(tenantId, 'MinSessionExpirySeconds');
-  const requested = conn.v5 ? (packet.properties?.sessionExpiryInterval ?? 0) : cleanStart ? 0 : NEVER_EXPIRES;
-  const expiry = requested === 0 || forceTransient ? 0 : Math.min(Math.max(requested, minExpiry), maxExpiry);
+  function afterPermission(allowed: boolean): void | Promise<void> {
+    if (conn.isClosed()) return;
+    if (!allowed) {
+      engine.emit('notAuthorizedClient', client, { remoteAddress: conn.origin.remoteAddress });
+      refuse(conn, RC.NotAuthorized, RC3.NotAuthorized, 'not authorized to connect');
+      return;
+    }
+    const exhausted = !engine.throttler.hasResource(tenantId, 'TotalConnections')
+      ? 'TotalConnections'
+      : !engine.throttler.hasResource(tenantId, 'TotalConnectPerSecond')
+        ? 'TotalConnectPerSecond'
+        : undefined;
+    if (exhausted !== undefined) {
+      engine.emit('resourceExhausted', client, { resource: exhausted });
+      refuse(conn, RC.QuotaExceeded, RC3.ServerUnavailable, 'tenant connection quota exhausted');
+      return;
+    }
 
-  engine.usage.add(tenantId, 'TotalConnections', 1);
-  engine.usage.count(tenantId, 'TotalConnectPerSecond', 1, engine.wheel.now);
-  let session = existing;
-  if (session !== undefined) {
-    engine.sessionResumed(session);
-    session.client = client;
-    session.protocolVersion = version;
-    session.expirySeconds = expiry;
-  } else {
-    session = engine.createSession(client, expiry);
-  }
-  session.will = will;
-  conn.session = session;
-  if (expiry > 0 && !session.stored && !engine.hasResource(client, 'TotalPersistentSessions')) {
-    // No room for another persistent session in this tenant: CONNACK 0x97 / v3 0x03.
-    engine.usage.add(tenantId, 'TotalConnections', -1);
-    conn.session = undefined;
-    if (existing === undefined) engine.endSession(session);
-    refuse(conn, RC.QuotaExceeded, RC3.ServerUnavailable, 'tenant persistent session quota exhausted');
-    return;
-  }
-  if (expiry > 0 || session.stored) {
-    // A persistent session is written through storage from now until it ends, and its record
-    // (will, expiry) is on disk before CONNACK says the session exists.
-    try {
-      if (!session.stored && existing !== undefined) await session.persist();
-      await engine.saveSession(session);
-    } catch {
+    // Session: take over a live connection [MQTT-3.1.4-3], end or resume the stored session [MQTT-3.1.2-4], [MQTT-3.1.2-5].
+    const key = sessionListKey(tenantId, clientId);
+    const live = engine.sessions.get(key)?.link;
+    if (live !== undefined && live !== conn) {
+      const taken = live as MqttConnection;
+      taken.closeCause = 'reported';
+      engine.emit('kicked', engine.sessions.get(key)!.client, { remoteAddress: taken.origin.remoteAddress, reason: 'session taken over' });
+      taken.disconnect(RC.SessionTakenOver);
+    }
+    const forceTransient = engine.setting(tenantId, 'ForceTransient');
+    const cleanStart = packet.clean !== false || forceTransient;
+    let existing = engine.sessions.get(key);
+    if (existing !== undefined && cleanStart) {
+      engine.endSession(existing);
+      existing = undefined;
+    }
+    const maxExpiry = engine.setting(tenantId, 'MaxSessionExpirySeconds');
+    const minExpiry = engine.setting(tenantId, 'MinSessionExpirySeconds');
+    const requested = conn.v5 ? (packet.properties?.sessionExpiryInterval ?? 0) : cleanStart ? 0 : NEVER_EXPIRES;
+    const expiry = requested === 0 || forceTransient ? 0 : Math.min(Math.max(requested, minExpiry), maxExpiry);
+
+    engine.usage.add(tenantId, 'TotalConnections', 1);
+    engine.usage.count(tenantId, 'TotalConnectPerSecond', 1, engine.wheel.now);
+    let session = existing;
+    if (session !== undefined) {
+      engine.sessionResumed(session);
+      session.client = client;
+      session.protocolVersion = version;
+      session.expirySeconds = expiry;
+    } else {
+      session = engine.createSession(client, expiry);
+    }
+    session.will = will;
+    conn.session = session;
+    if (expiry > 0 && !session.stored && !engine.hasResource(client, 'TotalPersistentSessions')) {
+      // No room for another persistent session in this tenant: CONNACK 0x97 / v3 0x03.
       engine.usage.add(tenantId, 'TotalConnections', -1);
       conn.session = undefined;
       if (existing === undefined) engine.endSession(session);
-      refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable, 'session could not be stored');
+      refuse(conn, RC.QuotaExceeded, RC3.ServerUnavailable, 'tenant persistent session quota exhausted');
       return;
     }
-    if (conn.isClosed()) {
-      // Gone while its session was written: as if it had connected and dropped at once.
-      engine.usage.add(tenantId, 'TotalConnections', -1);
-      engine.sessionDisconnected(session, true);
-      return;
+    if (expiry > 0 || session.stored) {
+      // A persistent session is written through storage from now until it ends, and its record
+      // (will, expiry) is on disk before CONNACK says the session exists.
+      const stored = session;
+      return storeSession(stored, existing).then(
+        () => {
+          if (conn.isClosed()) {
+            // Gone while its session was written: as if it had connected and dropped at once.
+            engine.usage.add(tenantId, 'TotalConnections', -1);
+            engine.sessionDisconnected(stored, true);
+            return;
+          }
+          acknowledge(stored, existing, requested, expiry);
+        },
+        () => {
+          engine.usage.add(tenantId, 'TotalConnections', -1);
+          conn.session = undefined;
+          if (existing === undefined) engine.endSession(stored);
+          refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable, 'session could not be stored');
+        },
+      );
     }
+    acknowledge(session, existing, requested, expiry);
   }
 
-  let keepAlive = packet.keepalive ?? 0;
-  const minKeepAlive = engine.setting(tenantId, 'MinKeepAliveSeconds');
-  const keepAliveRaised = keepAlive > 0 && keepAlive < minKeepAlive;
-  if (keepAliveRaised) keepAlive = minKeepAlive;
-
-  // What CONNACK announces holds for the whole connection (D21).
-  const limits = engine.connectLimits(tenantId);
-  conn.limits = limits;
-  const maxPacket = Math.min(MQTT_MAX_PACKET, limits.maxUserPayloadBytes + 65536 + 4096);
-  conn.setMaxInboundPacket(maxPacket);
-  const connack: IConnackPacket = { cmd: 'connack', sessionPresent: existing !== undefined };
-  if (conn.v5) {
-    connack.reasonCode = RC.Success;
-    const p: NonNullable<IConnackPacket['properties']> = {
-      receiveMaximum: limits.receivingMaximum,
-      maximumPacketSize: maxPacket,
-    };
-    conn.topicAliasMaximumIn = limits.maxTopicAlias;
-    if (conn.topicAliasMaximumIn > 0) p.topicAliasMaximum = conn.topicAliasMaximumIn;
-    if (requested !== expiry) p.sessionExpiryInterval = expiry;
-    if (limits.maximumQoS < 2) p.maximumQoS = limits.maximumQoS as 0 | 1;
-    if (!limits.retainEnabled) p.retainAvailable = false;
-    if (!limits.wildcardSubscriptionEnabled) p.wildcardSubscriptionAvailable = false;
-    if (!limits.subscriptionIdentifierEnabled) p.subscriptionIdentifiersAvailable = false;
-    if (!limits.sharedSubscriptionEnabled) p.sharedSubscriptionAvailable = false;
-    if (assigned) p.assignedClientIdentifier = clientId;
-    if (keepAliveRaised) p.serverKeepAlive = keepAlive;
-    if (packet.properties?.requestResponseInformation === true && identity.responseInfo !== undefined)
-      p.responseInformation = identity.responseInfo;
-    if (identity.userProperties !== undefined && identity.userProperties.length > 0)
-      p.userProperties = pairsToObject(identity.userProperties);
-    if (auth !== undefined) {
-      p.authenticationMethod = auth.method;
-      if (auth.data !== undefined) p.authenticationData = Buffer.from(auth.data);
-    }
-    connack.properties = p;
-  } else {
-    connack.returnCode = RC3.Accepted;
+  async function storeSession(session: Session, existing: Session | undefined): Promise<void> {
+    if (!session.stored && existing !== undefined) await session.persist();
+    await engine.saveSession(session);
   }
-  conn.accept(client, keepAlive);
-  conn.send(connack);
-  session.attach(conn);
-  engine.emit('clientConnected', client, () => ({
-    remoteAddress: client.remoteAddress,
-    listener: client.listener,
-    sessionPresent: existing !== undefined,
-    protocolVersion: version,
-  }));
-  engine.logger.debug({ tenantId, clientId }, 'client connected');
-  conn.replayEarlyFrames();
+
+  /** Keep alive, the settings CONNACK announces, CONNACK, then the session attached. */
+  function acknowledge(session: Session, existing: Session | undefined, requested: number, expiry: number): void {
+    let keepAlive = packet.keepalive ?? 0;
+    const minKeepAlive = engine.setting(tenantId, 'MinKeepAliveSeconds');
+    const keepAliveRaised = keepAlive > 0 && keepAlive < minKeepAlive;
+    if (keepAliveRaised) keepAlive = minKeepAlive;
+
+    // What CONNACK announces holds for the whole connection (D21).
+    const limits = engine.connectLimits(tenantId);
+    conn.limits = limits;
+    const maxPacket = Math.min(MQTT_MAX_PACKET, limits.maxUserPayloadBytes + 65536 + 4096);
+    conn.setMaxInboundPacket(maxPacket);
+    const connack: IConnackPacket = { cmd: 'connack', sessionPresent: existing !== undefined };
+    if (conn.v5) {
+      connack.reasonCode = RC.Success;
+      const p: NonNullable<IConnackPacket['properties']> = {
+        receiveMaximum: limits.receivingMaximum,
+        maximumPacketSize: maxPacket,
+      };
+      conn.topicAliasMaximumIn = limits.maxTopicAlias;
+      if (conn.topicAliasMaximumIn > 0) p.topicAliasMaximum = conn.topicAliasMaximumIn;
+      if (requested !== expiry) p.sessionExpiryInterval = expiry;
+      if (limits.maximumQoS < 2) p.maximumQoS = limits.maximumQoS as 0 | 1;
+      if (!limits.retainEnabled) p.retainAvailable = false;
+      if (!limits.wildcardSubscriptionEnabled) p.wildcardSubscriptionAvailable = false;
+      if (!limits.subscriptionIdentifierEnabled) p.subscriptionIdentifiersAvailable = false;
+      if (!limits.sharedSubscriptionEnabled) p.sharedSubscriptionAvailable = false;
+      if (assigned) p.assignedClientIdentifier = clientId;
+      if (keepAliveRaised) p.serverKeepAlive = keepAlive;
+      if (packet.properties?.requestResponseInformation === true && identity.responseInfo !== undefined)
+        p.responseInformation = identity.responseInfo;
+      if (identity.userProperties !== undefined && identity.userProperties.length > 0)
+        p.userProperties = pairsToObject(identity.userProperties);
+      if (auth !== undefined) {
+        p.authenticationMethod = auth.method;
+        if (auth.data !== undefined) p.authenticationData = Buffer.from(auth.data);
+      }
+      connack.properties = p;
+    } else {
+      connack.returnCode = RC3.Accepted;
+    }
+    conn.accept(client, keepAlive);
+    conn.send(connack);
+    session.attach(conn);
+    engine.emit('clientConnected', client, () => ({
+      remoteAddress: client.remoteAddress,
+      listener: client.listener,
+      sessionPresent: existing !== undefined,
+      protocolVersion: version,
+    }));
+    engine.logger.debug({ tenantId, clientId }, 'client connected');
+    conn.replayEarlyFrames();
+  }
 }
 
 /** The will from CONNECT, checked against the tenant's settings; null when the connection was refused. */
