@@ -61,3 +61,20 @@ export function publishMetrics(
   const notes = m.stalls > 0 ? [`${m.stalls} stall(s): ${m.totals.lost} messages never arrived and were written off`] : [];
   return { metrics, notes };
 }
+
+/**
+ * The parameters every publishing scenario shares (their meaning per scenario is in its specs):
+ * QoS, payload bytes, total rate (0 = as fast as possible), QoS 0 batch, flow window, QoS 1/2
+ * inflight per publisher, topic levels, MQTT version, persistent sessions.
+ */
+export type PublishLoadParams = {
+  qos: number;
+  payload: number;
+  rate: number;
+  batch: number;
+  window: number;
+  inflight: number;
+  topicLevels: number;
+  mqtt: number;
+  persistent: number;
+};

@@ -1,24 +1,10 @@
 /** Fan-in: N publishers, each on its own topic, one subscriber on a wildcard filter. */
 import type { Scenario } from '../scenario';
-import { SPEC, checkWindow, publishMetrics, qosLabel, qosOf, rate, topicPrefix, versionOf } from './common';
+import { SPEC, checkWindow, publishMetrics, qosLabel, qosOf, rate, topicPrefix, versionOf, type PublishLoadParams } from './common';
 
-export type FanInParams = {
+export type FanInParams = PublishLoadParams & {
   /** Publishing connections. */
   publishers: number;
-  qos: number;
-  /** Payload bytes per message. */
-  payload: number;
-  /** Total messages/s; 0 = as fast as possible. */
-  rate: number;
-  /** QoS 0: messages a publisher writes at once (one pre-encoded buffer). */
-  batch: number;
-  /** Messages allowed in flight between all publishers and the subscriber; 0 = no limit. */
-  window: number;
-  /** QoS 1/2: unacknowledged PUBLISH packets per publisher. */
-  inflight: number;
-  topicLevels: number;
-  mqtt: number;
-  persistent: number;
 };
 
 export const fanIn: Scenario<FanInParams> = {

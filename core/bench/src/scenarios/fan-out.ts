@@ -1,24 +1,10 @@
 /** Fan-out: one publisher, M subscribers on the same topic. */
 import type { Scenario } from '../scenario';
-import { SPEC, checkWindow, publishMetrics, qosLabel, qosOf, rate, topicPrefix, versionOf } from './common';
+import { SPEC, checkWindow, publishMetrics, qosLabel, qosOf, rate, topicPrefix, versionOf, type PublishLoadParams } from './common';
 
-export type FanOutParams = {
+export type FanOutParams = PublishLoadParams & {
   /** Subscribing connections. */
   subscribers: number;
-  qos: number;
-  /** Payload bytes per message. */
-  payload: number;
-  /** Messages/s published; 0 = as fast as possible. */
-  rate: number;
-  /** QoS 0: messages the publisher writes at once (one pre-encoded buffer). */
-  batch: number;
-  /** Published messages allowed ahead of the slowest subscriber; 0 = no limit. */
-  window: number;
-  /** QoS 1/2: unacknowledged PUBLISH packets. */
-  inflight: number;
-  topicLevels: number;
-  mqtt: number;
-  persistent: number;
 };
 
 export const fanOut: Scenario<FanOutParams> = {

@@ -1,22 +1,12 @@
 /** Shared subscription: P publishers on one topic, C consumers in one `$share/bench/<topic>` group. */
 import type { Metric, Scenario } from '../scenario';
-import { SPEC, checkWindow, publishMetrics, qosOf, rate, topicPrefix, versionOf } from './common';
+import { SPEC, checkWindow, publishMetrics, qosOf, rate, topicPrefix, versionOf, type PublishLoadParams } from './common';
 
-export type SharedSubParams = {
+export type SharedSubParams = PublishLoadParams & {
   /** Publishing connections, all on the same topic. */
   publishers: number;
   /** Consumers in the share group. */
   consumers: number;
-  qos: number;
-  payload: number;
-  rate: number;
-  batch: number;
-  /** Messages published but not yet consumed; 0 = no limit. */
-  window: number;
-  inflight: number;
-  topicLevels: number;
-  mqtt: number;
-  persistent: number;
 };
 
 /** Consumed more than published by this share: the broker delivered copies instead of sharing. */
