@@ -581,7 +581,7 @@ export class Engine implements SessionHost {
       let group = bySession.get(d.session);
       if (group === undefined) bySession.set(d.session, (group = { records: [], writes: [] }));
       // The stored form is built only for the records that are written.
-      group.records.push({ packetId: d.packetId, phase: 'publish', message: toInboxMessage(d.delivery) });
+      group.records.push({ packetId: d.packetId, phase: 'publish', message: toInboxMessage(d.delivery!) });
       group.writes.push(d);
     }
     for (const [session, group] of bySession) {

@@ -13,17 +13,35 @@ export interface Delivery {
 }
 
 /** An outbound QoS 1/2 message waiting for the client. */
-interface Inflight {
-  /** Undefined once the PUBLISH phase is over (PUBREL sent). */
-  delivery: Delivery | undefined;
+/**
+ * An outbound QoS 1/2 message waiting for the client. For a connected persistent session's QoS 1
+ * delivery it is also the deferred storage write of its inflight record (D20): one object per
+ * message for both.
+ */
+export class Inflight {
   /** `publish`: awaiting PUBACK/PUBREC; `pubrel`: PUBREL sent, awaiting PUBCOMP. */
-  phase: 'publish' | 'pubrel';
+  phase: 'publish' | 'pubrel' = 'publish';
   /** MQTT 3: the resend scan that first saw it unacknowledged, or last resent it (0: not yet seen). A scan count, not a time: it stays a small integer. */
-  sentAt: number;
+  sentAt = 0;
   /** MQTT 3: how often it was resent on this connection. */
-  resends: number;
-  /** A QoS 1 record whose storage write is deferred: settled by the client's PUBACK or by the write. */
-  deferred: DeferredWrite | undefined;
+  resends = 0;
+  /**
+   * The deferred write of the record: `none` (not deferred), `waiting` (not issued yet), `issued`
+   * (handed to storage) or `settled` (no longer needed, or done).
+   */
+  state: 'none' | 'waiting' | 'issued' | 'settled';
+
+  constructor(
+    readonly session: Session,
+    readonly packetId: number,
+    /** Undefined once the PUBLISH phase is over (PUBREL sent). */
+    public delivery: Delivery | undefined,
+    /** Released when the client acknowledges first or the deferred write is done; failed when the write fails. */
+    readonly waiter: WriteWaiter | undefined,
+    deferred: boolean,
+  ) {
+    this.state = deferred ? 'waiting' : 'none';
+  }
 }
 
 /**
@@ -39,16 +57,8 @@ export interface WriteWaiter {
   add(write: Promise<unknown>): void;
 }
 
-/** A storage write that waits a moment in case the client's acknowledgement makes it unnecessary. */
-export interface DeferredWrite {
-  /** `waiting`: not issued yet; `issued`: handed to storage; `settled`: no longer needed or done. */
-  state: 'waiting' | 'issued' | 'settled';
-  readonly session: Session;
-  readonly packetId: number;
-  readonly delivery: Delivery;
-  /** Released when the client acknowledges first or the write is done; failed when the write fails. */
-  readonly waiter: WriteWaiter | undefined;
-}
+/** A storage write that waits a moment in case the client's acknowledgement makes it unnecessary: the inflight entry itself. */
+export type DeferredWrite = Inflight;
 
 /** What a session needs of the connection that currently serves it. */
 export interface SessionLink {
@@ -290,13 +300,13 @@ export class Session implements WheelEntry {
         // message the client acknowledged needs none. The publisher is acknowledged when either
         // the client's PUBACK or the write comes (D20).
         waiter?.hold();
-        const deferred: DeferredWrite = { state: 'waiting', session: this, packetId, delivery: d, waiter };
-        this.track(packetId, { delivery: d, phase: 'publish', deferred, sentAt: 0, resends: 0 });
-        this.host.deferInflight(deferred);
+        const entry = new Inflight(this, packetId, d, waiter, true);
+        this.track(packetId, entry);
+        this.host.deferInflight(entry);
         if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
         return;
       }
-      this.track(packetId, { delivery: d, phase: 'publish', deferred: undefined, sentAt: 0, resends: 0 });
+      this.track(packetId, new Inflight(this, packetId, d, undefined, false));
       const written = this.host.persistence.putInflight(this, [{ packetId, phase: 'publish', message: toInboxMessage(d) }]);
       if (waiter !== undefined) waiter.add(written);
       else written.catch((err: unknown) => this.host.storageFailed(this, 'inflight put', err));
@@ -313,11 +323,10 @@ export class Session implements WheelEntry {
     const entry = this.inflight.get(packetId);
     if (entry === undefined) return false;
     this.inflight.delete(packetId);
-    const deferred = entry.deferred;
-    if (deferred !== undefined && deferred.state === 'waiting') {
+    if (entry.state === 'waiting') {
       // Acknowledged before its record was written: nothing to write, nothing to remove.
-      deferred.state = 'settled';
-      deferred.waiter?.release();
+      entry.state = 'settled';
+      entry.waiter?.release();
     } else if (this.persistent) {
       this.host.persistence.removeInflight(this, [packetId]).catch((err: unknown) => this.host.storageFailed(this, 'inflight remove', err));
     }
@@ -457,13 +466,15 @@ export class Session implements WheelEntry {
     try {
       const [records, incoming, backlog] = await Promise.all([p.listInflight(this), p.listIncoming(this), p.count(this)]);
       for (const r of records) {
-        this.inflight.set(r.packetId, {
-          delivery: r.phase === 'publish' && r.message !== undefined ? fromInboxMessage(r.message) : undefined,
-          phase: r.phase,
-          deferred: undefined,
-          sentAt: 0,
-          resends: 0,
-        });
+        const entry = new Inflight(
+          this,
+          r.packetId,
+          r.phase === 'publish' && r.message !== undefined ? fromInboxMessage(r.message) : undefined,
+          undefined,
+          false,
+        );
+        entry.phase = r.phase;
+        this.inflight.set(r.packetId, entry);
         if (r.packetId >= this.nextPacketId) this.nextPacketId = r.packetId === 65535 ? 1 : r.packetId + 1;
       }
       for (const id of incoming) this.inboundQoS2.add(id);
@@ -540,7 +551,7 @@ export class Session implements WheelEntry {
             continue;
           }
           const packetId = this.allocatePacketId();
-          this.track(packetId, { delivery: d, phase: 'publish', deferred: undefined, sentAt: 0, resends: 0 });
+          this.track(packetId, new Inflight(this, packetId, d, undefined, false));
           records.push({ packetId, phase: 'publish', message: e });
           if (current !== undefined && !current.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
         }
@@ -561,11 +572,11 @@ export class Session implements WheelEntry {
 
   /** A delivery in flight that will never be sent (too large, expired, resends exhausted): discarded as if completed [MQTT-3.1.2-25]. */
   private completeLocally(packetId: number, d: Delivery, reason: 'too-large' | 'expired' | 'resends-exhausted'): void {
-    const deferred = this.inflight.get(packetId)?.deferred;
+    const entry = this.inflight.get(packetId);
     this.inflight.delete(packetId);
-    if (deferred !== undefined && deferred.state === 'waiting') {
-      deferred.state = 'settled';
-      deferred.waiter?.release();
+    if (entry !== undefined && entry.state === 'waiting') {
+      entry.state = 'settled';
+      entry.waiter?.release();
     } else if (this.persistent)
       this.host.persistence.removeInflight(this, [packetId]).catch((err: unknown) => this.host.storageFailed(this, 'inflight remove', err));
     this.host.dropped(this, d, reason);
@@ -573,7 +584,7 @@ export class Session implements WheelEntry {
 
   private send(link: SessionLink, d: Delivery): void {
     const packetId = this.allocatePacketId();
-    this.track(packetId, { delivery: d, phase: 'publish', deferred: undefined, sentAt: 0, resends: 0 });
+    this.track(packetId, new Inflight(this, packetId, d, undefined, false));
     if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
   }
 
