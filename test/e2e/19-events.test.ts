@@ -192,6 +192,31 @@ describe('19 events: every type a collector asks for', () => {
     expect(disconnects(events, clientId)).toEqual(['channelError']);
   });
 
+  it('does not publish a will its client may not publish, and reports pubActionDisallow for it', async () => {
+    const since = Date.now();
+    const clientId = uniqueName('ev-will-denied');
+    const watcher = await clients.subscriber(
+      '#',
+      { qos: 0 },
+      { protocolVersion: 5, clientId: uniqueName('ev-will-watch'), username: 'evw/watch' },
+    );
+    const session = await clients.raw({
+      clientId,
+      username: 'evw/carol',
+      will: { topic: 'forbidden/will', payload: Buffer.from('must not appear'), qos: 0, retain: false },
+    });
+    session.raw.destroy();
+    expectEvent(
+      await waitEvent(events, 'pubActionDisallow', clientId),
+      { type: 'pubActionDisallow', group: 'accessControl', tenantId: 'evw', clientId, userId: 'carol' },
+      { topic: 'forbidden/will', qos: 0, will: true },
+      since,
+    );
+    await sleep(QUIET_MS);
+    expect(find(events, 'willDistributed', clientId)).toHaveLength(0);
+    expect(watcher.messages.messages.map((m) => m.topic)).not.toContain('forbidden/will');
+  });
+
   it('reports idle (and nothing else) when keep alive runs out', async () => {
     const since = Date.now();
     const clientId = uniqueName('ev-idle');

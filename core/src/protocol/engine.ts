@@ -474,6 +474,17 @@ export class Engine implements SessionHost {
       interval === undefined ? 0 : now + interval * 1000,
       w.publisherClientId,
     );
+    // The will is published with the client's publish permission at the time it fires.
+    const allowed = this.acl.check(session.client, { type: 'publish', topic: msg.topic, qos: msg.qos, retain: msg.retain });
+    if (allowed instanceof Promise) void allowed.then((ok) => this.distributeWill(session, msg, ok));
+    else this.distributeWill(session, msg, allowed);
+  }
+
+  private distributeWill(session: Session, msg: Message, allowed: boolean): void {
+    if (!allowed) {
+      this.emit('pubActionDisallow', session.client, { topic: msg.topic, qos: msg.qos, will: true });
+      return;
+    }
     try {
       if (msg.retain) this.retainMessage(session.client, msg).catch(() => undefined);
       this.publish(session.tenantId, msg);
