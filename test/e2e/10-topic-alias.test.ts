@@ -240,6 +240,21 @@ describe('10 topic alias (v5): bifro-only', () => {
     await expectDisconnect(p, 0x94);
   });
 
+  it('bifro-only: re-binds the oldest outbound alias once the subscriber’s maximum is used', async () => {
+    const root = uniqueName('e2e/10/rebind');
+    const sub = await rawSubscriber(clients, `${root}/+`, 2);
+    const { client } = await clients.mqtt({ protocolVersion: 5, clientId: uniqueName('p') });
+    for (const t of ['a', 'b', 'c', 'c', 'a']) await publish(client, `${root}/${t}`, t, { qos: 1 });
+    const got = (await publishes(sub, 5)).map((m) => [m.topic.replace(`${root}/`, ''), m.properties?.topicAlias]);
+    expect(got).toEqual([
+      ['a', 1], // alias 1 := a
+      ['b', 2], // alias 2 := b
+      ['c', 1], // both used: the oldest (1, a) becomes c
+      ['', 1], // c again: alias only
+      ['a', 2], // a lost its alias: the oldest now (2, b) becomes a
+    ]);
+  });
+
   it('bifro-only: aliases a repeated topic outbound: topic + alias first, then alias with an empty topic', async () => {
     const topic = uniqueName('e2e/10/out');
     const sub = await rawSubscriber(clients, topic, 4);

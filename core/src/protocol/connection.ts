@@ -656,12 +656,19 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       let topicAlias: number | undefined;
       let omitTopic = false;
       let newAlias = false;
+      let replaced: string | undefined;
       if (this.topicAliasMaximumOut > 0) {
         const aliases = (this.aliasesOut ??= new Map());
         topicAlias = aliases.get(msg.topic);
         if (topicAlias !== undefined) omitTopic = true;
         else if (aliases.size < this.topicAliasMaximumOut) {
           topicAlias = aliases.size + 1;
+          newAlias = true;
+        } else {
+          // Every alias is in use: the oldest mapping is re-bound to this topic; a PUBLISH with
+          // topic and alias tells the client (§3.3.2.3.4).
+          replaced = aliases.keys().next().value as string;
+          topicAlias = aliases.get(replaced);
           newAlias = true;
         }
       }
@@ -677,7 +684,10 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
         omitTopic,
       }).buf;
       // The alias is known to the client only once a PUBLISH carrying it was sent.
-      if (newAlias && buf.length <= this.maxPacketSizeOut) this.aliasesOut!.set(msg.topic, topicAlias!);
+      if (newAlias && buf.length <= this.maxPacketSizeOut) {
+        if (replaced !== undefined) this.aliasesOut!.delete(replaced);
+        this.aliasesOut!.set(msg.topic, topicAlias!);
+      }
     } else {
       const template = msg.encoded(this.v5, d.qos, d.retain);
       buf = d.qos === 0 ? template.buf : patchPacketId(template.buf, template.packetIdOffset, packetId, dup);
