@@ -153,3 +153,43 @@ describe('14 server redirect (client balancer)', () => {
     expect(await c.waitClosed()).toBe(true);
   });
 });
+
+describe('14 server redirect of connected clients (periodic balancer check)', () => {
+  let tb: TestBroker;
+  const drain = new Set<string>();
+  beforeAll(async () => {
+    (globalThis as { __bifroBalancerDrain?: Set<string> }).__bifroBalancerDrain = drain;
+    tb = await startTestBroker('mqtt: { redirectCheckIntervalMs: 200 }\nplugins:\n  balancer: "@fixtures/valid-balancer"');
+  });
+  afterAll(async () => {
+    await tb.stop();
+    delete (globalThis as { __bifroBalancerDrain?: Set<string> }).__bifroBalancerDrain;
+  });
+
+  async function connected(clientId: string, protocolVersion: 4 | 5): Promise<RawClient> {
+    const c = await RawClient.connect(tb.port, protocolVersion);
+    c.send({ cmd: 'connect', protocolId: 'MQTT', protocolVersion, clientId, clean: true, keepalive: 30 }, protocolVersion);
+    expect((await c.next())?.cmd).toBe('connack');
+    return c;
+  }
+
+  it('sends DISCONNECT 0x9C with the Server Reference to a v5 client the balancer moves, and leaves the others', async () => {
+    const moving = await connected('live-move-5', 5);
+    const staying = await connected('live-stay-5', 5);
+    drain.add('live-move-5');
+    const d = (await moving.next(3000)) as IDisconnectPacket | undefined;
+    expect(d?.cmd).toBe('disconnect');
+    expect(d?.reasonCode).toBe(0x9c);
+    expect(d?.properties?.serverReference).toBe('other.example.com:1883');
+    expect(await moving.waitClosed()).toBe(true);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(staying.closed).toBe(false);
+    staying.destroy();
+  });
+
+  it('disconnects a v3.1.1 client the balancer moves', async () => {
+    const moving = await connected('live-move-4', 4);
+    drain.add('live-move-4');
+    expect(await moving.waitClosed(3000)).toBe(true);
+  });
+});

@@ -841,6 +841,18 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     else this.destroy();
   }
 
+  /**
+   * The client balancer moves this client (periodic check): v5 DISCONNECT 0x9D (permanent) or
+   * 0x9C with the Server Reference; a v3 client is disconnected (it reconnects through whatever
+   * routes it).
+   */
+  redirect(permanent: boolean, serverReference: string | undefined): void {
+    if (this.state !== 'connected') return;
+    this.engine.emit('redirected', this.client, { remoteAddress: this.origin.remoteAddress, serverReference, permanent });
+    this.closeCause = 'reported';
+    this.disconnect(permanent ? RC.ServerMoved : RC.UseAnotherServer, undefined, serverReference);
+  }
+
   /** Server-initiated close: v5 DISCONNECT with a reason code, then close. */
   disconnect(reasonCode: number, reasonString?: string, serverReference?: string): void {
     if (this.state === 'closed') return;

@@ -64,6 +64,9 @@ export interface LiveLimits {
   readonly resendTimeoutMs: number;
 }
 
+/** Connected clients asked about in one go by the periodic redirect check before it yields to I/O. */
+const REDIRECT_CHECK_SLICE = 1000;
+
 /** How often MQTT 3 deliveries are checked for resends (ResendTimeoutSeconds is at least 1 s). */
 const RESEND_SCAN_MS = 1000;
 
@@ -101,6 +104,9 @@ export class Engine implements SessionHost {
   /** Sessions of MQTT 3 connections with deliveries in flight, scanned for resends. */
   private readonly resendWatch = new Set<Session>();
   private resendTimer: NodeJS.Timeout | undefined;
+  /** The periodic redirect check (mqtt.redirectCheckIntervalMs), and whether a sweep is running. */
+  private redirectTimer: NodeJS.Timeout | undefined;
+  private redirectSweep = false;
   /** Resend scans so far: inflight entries remember a scan number, never a time. */
   private resendScans = 0;
   private readonly unwatchSettings: () => void;
@@ -683,9 +689,43 @@ export class Engine implements SessionHost {
     return session;
   }
 
+  /**
+   * Ask the client balancer about every connected client every `mqtt.redirectCheckIntervalMs`
+   * (ARCHITECTURE §3: at CONNECT and periodically); a client it moves is disconnected with v5
+   * 0x9C / 0x9D and the server reference (a v3 client is just disconnected).
+   */
+  startRedirectChecks(): void {
+    const every = this.config.mqtt.redirectCheckIntervalMs;
+    if (every === 0 || this.redirectTimer !== undefined) return;
+    this.redirectTimer = setInterval(() => void this.checkRedirects(), every);
+    this.redirectTimer.unref();
+  }
+
+  /** One sweep over the connected clients; yields to I/O every REDIRECT_CHECK_SLICE clients. */
+  private async checkRedirects(): Promise<void> {
+    if (this.redirectSweep) return;
+    this.redirectSweep = true;
+    try {
+      let checked = 0;
+      for (const conn of [...this.connections]) {
+        const client = conn.client;
+        if (conn.state !== 'connected' || client === undefined) continue;
+        const answer = this.balancer.needRedirect(client);
+        const decision = answer instanceof Promise ? await answer : answer;
+        if (decision.type === 'redirect') conn.redirect(decision.permanent, decision.serverReference);
+        if (++checked % REDIRECT_CHECK_SLICE === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    } catch (err) {
+      this.logger.warn({ err: describeError(err) }, 'redirect check failed');
+    } finally {
+      this.redirectSweep = false;
+    }
+  }
+
   /** Drop every session and timer (broker stop). */
   close(): void {
     this.unwatchSettings();
+    if (this.redirectTimer !== undefined) clearInterval(this.redirectTimer);
     if (this.resendTimer !== undefined) clearInterval(this.resendTimer);
     this.resendWatch.clear();
     if (this.deferTimer !== undefined) {

@@ -77,6 +77,7 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     const restored = await container.resolve(Engine).restore();
     if (restored > 0) logger.info({ sessions: restored }, `restored ${restored} persistent sessions`);
     bound = await server.listen();
+    container.resolve(Engine).startRedirectChecks();
   } catch (err) {
     await host.close();
     wheel.close();

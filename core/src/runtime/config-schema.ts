@@ -52,6 +52,7 @@ export interface RawConfig {
     readonly maxClientIdLength?: number;
     readonly writeHighWaterBytes?: number;
     readonly slowConsumerTimeoutMs?: number;
+    readonly redirectCheckIntervalMs?: number;
   } | null;
   readonly log?: {
     readonly level?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -172,13 +173,14 @@ export const CONFIG_SCHEMA = {
     },
     mqtt: {
       type: ['object', 'null'],
-      expected: 'a map {connectTimeoutMs, maxClientIdLength, writeHighWaterBytes, slowConsumerTimeoutMs}',
+      expected: 'a map {connectTimeoutMs, maxClientIdLength, writeHighWaterBytes, slowConsumerTimeoutMs, redirectCheckIntervalMs}',
       additionalProperties: false,
       properties: {
         connectTimeoutMs: milliseconds(100, 3600000),
         maxClientIdLength: { type: 'integer', minimum: 1, maximum: 65535, expected: 'integer 1..65535' },
         writeHighWaterBytes: { type: 'integer', minimum: 16384, maximum: 1073741824, expected: 'integer 16384..1073741824' },
         slowConsumerTimeoutMs: milliseconds(1000, 3600000),
+        redirectCheckIntervalMs: milliseconds(0, 86400000),
       },
     },
     log: {

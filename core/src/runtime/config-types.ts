@@ -60,6 +60,8 @@ export interface MqttConfig {
   readonly writeHighWaterBytes: number;
   /** A subscriber whose socket stays over the high-water mark this long is disconnected. */
   readonly slowConsumerTimeoutMs: number;
+  /** How often the client balancer is asked again about every connected client (0: only at CONNECT). */
+  readonly redirectCheckIntervalMs: number;
 }
 
 export interface LogConfig {

@@ -569,6 +569,7 @@ function build(raw: RawConfig, ctx: BuildContext): BrokerConfig {
       maxClientIdLength: raw.mqtt?.maxClientIdLength ?? DEFAULT_MAX_CLIENT_ID_LENGTH,
       writeHighWaterBytes: raw.mqtt?.writeHighWaterBytes ?? 1048576,
       slowConsumerTimeoutMs: raw.mqtt?.slowConsumerTimeoutMs ?? 30000,
+      redirectCheckIntervalMs: raw.mqtt?.redirectCheckIntervalMs ?? 60000,
     },
     log: pretty === undefined ? { level } : { level, pretty },
   };

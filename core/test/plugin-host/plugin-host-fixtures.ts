@@ -22,7 +22,13 @@ export function configWith(plugins: Partial<PluginsConfig>, overrides: Partial<B
     pluginsDir: FIXTURES_DIR,
     pidFile: path.join(FIXTURES_DIR, '..', 'bifro.pid'),
     listeners: [],
-    mqtt: { connectTimeoutMs: 10000, maxClientIdLength: 65535, writeHighWaterBytes: 1048576, slowConsumerTimeoutMs: 30000 },
+    mqtt: {
+      connectTimeoutMs: 10000,
+      maxClientIdLength: 65535,
+      writeHighWaterBytes: 1048576,
+      slowConsumerTimeoutMs: 30000,
+      redirectCheckIntervalMs: 60000,
+    },
     log: { level: 'debug' },
     ...overrides,
     plugins: {

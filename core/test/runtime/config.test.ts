@@ -137,7 +137,13 @@ log: { level: debug, pretty: false }
         events: [{ use: 'metrics', required: true, options: {} }],
         storage: { use: '@bifro/plugin-storage-memory', required: true, options: {} },
       },
-      mqtt: { connectTimeoutMs: 3000, maxClientIdLength: 23, writeHighWaterBytes: 1048576, slowConsumerTimeoutMs: 30000 },
+      mqtt: {
+        connectTimeoutMs: 3000,
+        maxClientIdLength: 23,
+        writeHighWaterBytes: 1048576,
+        slowConsumerTimeoutMs: 30000,
+        redirectCheckIntervalMs: 60000,
+      },
       log: { level: 'debug', pretty: false },
     });
   });
@@ -153,7 +159,13 @@ log: { level: debug, pretty: false }
       pidFile: path.join(tmp, 'data', 'bifro.pid'),
       listeners: [{ name: 'tcp', type: 'tcp', host: '0.0.0.0', port: 1883, proxyProtocol: false }],
       plugins: { packages: [], initTimeoutMs: 10000, callTimeoutMs: 5000, auth: [], acl: [], events: [] },
-      mqtt: { connectTimeoutMs: 10000, maxClientIdLength: 65535, writeHighWaterBytes: 1048576, slowConsumerTimeoutMs: 30000 },
+      mqtt: {
+        connectTimeoutMs: 10000,
+        maxClientIdLength: 65535,
+        writeHighWaterBytes: 1048576,
+        slowConsumerTimeoutMs: 30000,
+        redirectCheckIntervalMs: 60000,
+      },
       log: { level: 'info' },
     });
     expect(config.nodeId).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
