@@ -41,16 +41,6 @@ const PRE_CONNECT_MAX_PACKET = 1 << 20;
 /** Fixed header flags each packet type must carry [MQTT-2.2.2-1], [MQTT-2.2.2-2] (PUBLISH checked by its decoder). */
 const REQUIRED_FLAGS = [-1, 0, 0, -1, 0, 0, 2, 0, 2, 0, 2, 0, 0, 0, 0, 0];
 
-/** A PUBACK/PUBREC waiting for its storage writes. */
-interface PendingAck {
-  readonly type: 4 | 5 | 7;
-  readonly packetId: number;
-  readonly reasonCode: number;
-  /** The PUBLISH's topic, for the `pubAcked` / `pubReceived` event. */
-  readonly topic: string | undefined;
-  state: 'waiting' | 'ready' | 'failed';
-}
-
 /** Index of the tenant's outbound bytes per second in its usage. */
 const OUTBOUND_RATE = resourceIndex('TotalOutboundBytesPerSecond');
 
@@ -95,19 +85,18 @@ class ConnectionMeters {
   /** Publish rate window (MsgPubPerSec). */
   pubWindowStart = 0;
   pubWindowCount = 0;
-  /** Byte windows (InBoundBandWidth, OutBoundBandWidth). */
+  /** Inbound byte window (InBoundBandWidth). */
   inWindowStart = 0;
   inWindowBytes = 0;
+  /** The outbound one-second window: bytes (OutBoundBandWidth) and PUBLISH packets (MinSendPerSec), and the packets of the last one. */
   outWindowStart = 0;
   outWindowBytes = 0;
+  outWindowMessages = 0;
+  lastWindowMessages = 0;
   /** A drain is scheduled for when the outbound window reopens. */
   outRetry = false;
   /** Bytes written since the tenant's outbound quota was last asked. */
   outSinceCheck = 0;
-  /** PUBLISH packets written in the current and the last one-second window (MinSendPerSec). */
-  sentWindowStart = 0;
-  sentInWindow = 0;
-  sentLastWindow = 0;
   /** subscriberStalled (MinSendPerSec) was reported in the current window. */
   stallReported = false;
   /** Since when the socket has been over its write high-water mark (0: it is not). */
@@ -203,7 +192,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   /** Reading is paused by {@link slowDown}. */
   private slowed = false;
   /** Acknowledgements waiting for storage writes, in PUBLISH order. */
-  private ackQueue: PendingAck[] | undefined;
+  private ackQueue: PublishAck[] | undefined;
   /** A handler that awaits a plugin holds further frames until it is done, keeping packet order. */
   private held: Buffer[] | undefined;
 
@@ -622,8 +611,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
         this.retryOutboundIn(m.outWindowStart + 1000 - now);
         return false;
       }
-      m.outWindowStart = now;
-      m.outWindowBytes = 0;
+      this.rollOutWindow(now);
     }
     if ((!this.corked || m.outSinceCheck >= OUTBOUND_CHECK_BYTES) && !this.tenantOutboundAllowed()) {
       if (!m.outRetry) this.engine.emit('resourceExhausted', this.client, { resource: 'TotalOutboundBytesPerSecond' });
@@ -705,23 +693,18 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     tenant.countRate(OUTBOUND_RATE, size, now);
     const m = this.m;
     m.outSinceCheck += size;
-    if (now - m.sentWindowStart >= 1000) this.rollSentWindow(now);
-    m.sentInWindow++;
-    if (this.live.outBoundBandWidth > 0) {
-      if (now - m.outWindowStart >= 1000) {
-        m.outWindowStart = now;
-        m.outWindowBytes = 0;
-      }
-      m.outWindowBytes += size;
-    }
+    if (now - m.outWindowStart >= 1000) this.rollOutWindow(now);
+    m.outWindowMessages++;
+    m.outWindowBytes += size;
     return true;
   }
 
-  private rollSentWindow(now: number): void {
+  private rollOutWindow(now: number): void {
     const m = this.m;
-    m.sentLastWindow = now - m.sentWindowStart >= 2000 ? 0 : m.sentInWindow;
-    m.sentWindowStart = now;
-    m.sentInWindow = 0;
+    m.lastWindowMessages = now - m.outWindowStart >= 2000 ? 0 : m.outWindowMessages;
+    m.outWindowStart = now;
+    m.outWindowMessages = 0;
+    m.outWindowBytes = 0;
     m.stallReported = false;
   }
 
@@ -733,9 +716,9 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     const m = this.m;
     if (this.state !== 'connected' || !this.engine.events.wants('subscriberStalled')) return;
     const now = this.engine.wheel.now;
-    if (now - m.sentWindowStart >= 1000) this.rollSentWindow(now);
+    if (now - m.outWindowStart >= 1000) this.rollOutWindow(now);
     if (m.stallReported) return;
-    const sent = Math.max(m.sentLastWindow, m.sentInWindow);
+    const sent = Math.max(m.lastWindowMessages, m.outWindowMessages);
     const min = this.engine.setting(this.client!.tenantId, 'MinSendPerSec');
     if (sent >= min) return;
     m.stallReported = true;
@@ -755,35 +738,17 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   }
 
   /**
-   * Acknowledge a PUBLISH once `wait` (its storage writes) resolves, keeping acknowledgements in
-   * the order the PUBLISH packets came [MQTT-4.6.0-2], [MQTT-4.6.0-3]. A failed write is not
-   * acknowledged as a success: v5 gets 0x80, a v3 client is disconnected (it will resend).
-   */
-  ackAfter(type: 4 | 5 | 7, packetId: number, reasonCode: number, wait: Promise<unknown> | undefined, topic?: string): void {
-    const queue = this.ackQueue;
-    if (wait === undefined && (queue === undefined || queue.length === 0)) {
-      this.sendAck(type, packetId, reasonCode, topic);
-      return;
-    }
-    const entry: PendingAck = { type, packetId, reasonCode, topic, state: wait === undefined ? 'ready' : 'waiting' };
-    (this.ackQueue ??= []).push(entry);
-    wait?.then(
-      () => {
-        entry.state = 'ready';
-        this.flushAcks();
-      },
-      () => {
-        entry.state = 'failed';
-        this.flushAcks();
-      },
-    );
-  }
-
-  /**
-   * Queue the acknowledgement of a PUBLISH whose writes are tracked by `ack`; it leaves when they
-   * are done and every earlier acknowledgement has left [MQTT-4.6.0-2], [MQTT-4.6.0-3].
+   * Acknowledge a PUBLISH (or PUBREL) whose storage writes are tracked by `ack`: it leaves when
+   * they are done and every earlier acknowledgement has left [MQTT-4.6.0-2], [MQTT-4.6.0-3]; with
+   * nothing to wait for and nothing before it, at once. A failed write is not acknowledged as a
+   * success: v5 gets 0x80, a v3 client is disconnected (it will resend); PUBCOMP goes out anyway.
    */
   queueAck(ack: PublishAck): void {
+    const queue = this.ackQueue;
+    if (!ack.mustQueue() && (queue === undefined || queue.length === 0)) {
+      this.sendAck(ack.type, ack.packetId, ack.reasonCode, ack.topic);
+      return;
+    }
     (this.ackQueue ??= []).push(ack);
     ack.release();
   }
@@ -808,8 +773,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     }
   }
 
-  private reportDistError(entry: PendingAck): void {
-    if (!(entry instanceof PublishAck)) return;
+  private reportDistError(entry: PublishAck): void {
     const error = describeError(entry.error);
     this.engine.emit('distError', this.client, { what: 'publish', topic: entry.topic, qos: entry.type === 4 ? 1 : 2, error });
   }

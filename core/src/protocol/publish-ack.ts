@@ -6,11 +6,11 @@ export interface AckSink {
 }
 
 /**
- * The PUBACK/PUBREC of one inbound QoS 1/2 PUBLISH, sent once every storage write it depends on
- * is done (subscribers' inboxes and inflight records, the retained message, our QoS 2 packet id).
- * Each write holds it and releases (or fails) it; the handler holds it too until the message is
- * distributed and the acknowledgement queued, so it cannot settle early. One object per message
- * instead of a promise per write.
+ * The PUBACK/PUBREC of one inbound QoS 1/2 PUBLISH (or the PUBCOMP of a PUBREL), sent once every
+ * storage write it depends on is done (subscribers' inboxes and inflight records, the retained
+ * message, our QoS 2 packet id and its release). Each write holds it and releases (or fails) it;
+ * the handler holds it too until the acknowledgement is queued, so it cannot settle early. One
+ * object per message instead of a promise per write.
  */
 export class PublishAck implements WriteWaiter {
   state: 'waiting' | 'ready' | 'failed' = 'waiting';
@@ -23,10 +23,16 @@ export class PublishAck implements WriteWaiter {
 
   constructor(
     private readonly sink: AckSink,
-    readonly type: 4 | 5,
+    readonly type: 4 | 5 | 7,
     readonly packetId: number,
-    readonly topic: string,
+    /** The PUBLISH's topic, for the `pubAcked` / `pubReceived` events. */
+    readonly topic: string | undefined,
   ) {}
+
+  /** Whether a write still holds it or one failed: it must wait its turn in the queue. */
+  mustQueue(): boolean {
+    return this.pending > 1 || this.failed;
+  }
 
   hold(): void {
     this.pending++;

@@ -1,4 +1,5 @@
 import type { MqttConnection } from '../connection';
+import { PublishAck } from '../publish-ack';
 import { RC } from '../reason-codes';
 
 /**
@@ -10,12 +11,12 @@ import { RC } from '../reason-codes';
 export function handlePubrel(conn: MqttConnection, packetId: number): void {
   const session = conn.session;
   const known = session?.inboundQoS2.delete(packetId) ?? false;
-  const reasonCode = known || !conn.v5 ? 0 : RC.PacketIdentifierNotFound;
-  if (!known || !session!.persistent) {
-    conn.ackAfter(7, packetId, reasonCode, undefined);
-    return;
+  const ack = new PublishAck(conn, 7, packetId, undefined);
+  ack.reasonCode = known || !conn.v5 ? 0 : RC.PacketIdentifierNotFound;
+  if (known && session!.persistent) {
+    const removed = session!.host.persistence.removeIncoming(session!, packetId);
+    removed.catch((err: unknown) => session!.host.storageFailed(session!, 'incoming remove', err));
+    ack.add(removed);
   }
-  const removed = session!.host.persistence.removeIncoming(session!, packetId);
-  removed.catch((err: unknown) => session!.host.storageFailed(session!, 'incoming remove', err));
-  conn.ackAfter(7, packetId, reasonCode, removed);
+  conn.queueAck(ack);
 }
