@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { IPublishPacket } from 'mqtt-packet';
-import { startBrokerUnderTest, type BrokerUnderTest } from '../support/broker-under-test';
+import { useBrokerUnderTest } from '../support/broker-under-test';
 import {
   collect,
   drainPackets,
@@ -35,13 +35,8 @@ function subscriptionIds(packet: IPublishPacket): number[] {
 }
 
 describe('02 publish', () => {
-  let broker: BrokerUnderTest;
-  const clients = withClients(() => broker.port);
-
-  beforeAll(async () => {
-    broker = await startBrokerUnderTest();
-  });
-  afterAll(() => broker?.stop());
+  const broker = useBrokerUnderTest();
+  const clients = broker.clients;
 
   describe.each(VERSIONS)('v%s', (protocolVersion) => {
     it.each(QOS)(

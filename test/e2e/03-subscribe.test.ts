@@ -1,5 +1,5 @@
 import type { Packet } from 'mqtt-packet';
-import { startBrokerUnderTest, type BrokerUnderTest } from '../support/broker-under-test';
+import { useBrokerUnderTest } from '../support/broker-under-test';
 import {
   collectPackets,
   drainPackets,
@@ -10,7 +10,6 @@ import {
   uniqueName,
   unsubscribe,
   waitUntil,
-  withClients,
   type ProtocolVersion,
   type RawSession,
 } from '../support/mqtt-helpers';
@@ -52,13 +51,8 @@ async function subscribeOutcome(s: RawSession, invalid: string): Promise<{ grant
 }
 
 describe('03 subscribe', () => {
-  let broker: BrokerUnderTest;
-  const clients = withClients(() => broker.port);
-
-  beforeAll(async () => {
-    broker = await startBrokerUnderTest();
-  });
-  afterAll(() => broker?.stop());
+  const broker = useBrokerUnderTest();
+  const clients = broker.clients;
 
   describe.each(VERSIONS)('v%s', (protocolVersion) => {
     it('answers with one return code per filter, in order, and the packet id of the SUBSCRIBE [MQTT-3.8.4-1][MQTT-3.8.4-2][MQTT-3.8.4-6][MQTT-3.9.3-1]', async () => {

@@ -1,14 +1,5 @@
-import { startBrokerUnderTest, type BrokerUnderTest } from '../support/broker-under-test';
-import {
-  expectPacket,
-  mosquittoPub,
-  publish,
-  sleep,
-  subscribe,
-  uniqueName,
-  withClients,
-  type ProtocolVersion,
-} from '../support/mqtt-helpers';
+import { useBrokerUnderTest } from '../support/broker-under-test';
+import { expectPacket, mosquittoPub, publish, sleep, subscribe, uniqueName, type ProtocolVersion } from '../support/mqtt-helpers';
 
 /**
  * Area 04, retained messages: store, replace, clear, the RETAIN flag on delivery, v5 Retain
@@ -22,13 +13,8 @@ jest.setTimeout(15000);
 const VERSIONS: ProtocolVersion[] = [4, 5];
 
 describe('04 retain', () => {
-  let broker: BrokerUnderTest;
-  const clients = withClients(() => broker.port);
-
-  beforeAll(async () => {
-    broker = await startBrokerUnderTest();
-  });
-  afterAll(() => broker?.stop());
+  const broker = useBrokerUnderTest();
+  const clients = broker.clients;
 
   describe.each(VERSIONS)('v%s', (protocolVersion) => {
     it('delivers a stored retained message to a new subscriber with RETAIN=1 [MQTT-3.3.1-5][MQTT-3.3.1-6][MQTT-3.3.1-8]', async () => {

@@ -1,5 +1,5 @@
 import type { IClientOptions } from 'mqtt';
-import { startBrokerUnderTest, type BrokerUnderTest } from '../support/broker-under-test';
+import { useBrokerUnderTest } from '../support/broker-under-test';
 import {
   drainPackets,
   expectPacket,
@@ -42,13 +42,8 @@ async function leaveOfflineSubscriber(clients: ClientRegistry, protocolVersion: 
 }
 
 describe('05 session', () => {
-  let broker: BrokerUnderTest;
-  const clients = withClients(() => broker.port);
-
-  beforeAll(async () => {
-    broker = await startBrokerUnderTest();
-  });
-  afterAll(() => broker?.stop());
+  const broker = useBrokerUnderTest();
+  const clients = broker.clients;
 
   describe.each(VERSIONS)('v%s', (protocolVersion) => {
     it('clean session / clean start: Session Present is 0, even when a session existed, and its subscriptions are gone [MQTT-3.1.2-6][MQTT-3.2.2-1]', async () => {

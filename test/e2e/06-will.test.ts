@@ -1,6 +1,6 @@
 import type { IConnectPacket } from 'mqtt-packet';
-import { startBrokerUnderTest, type BrokerUnderTest } from '../support/broker-under-test';
-import { sleep, uniqueName, waitUntil, withClients, type ProtocolVersion } from '../support/mqtt-helpers';
+import { useBrokerUnderTest } from '../support/broker-under-test';
+import { sleep, uniqueName, waitUntil, type ProtocolVersion } from '../support/mqtt-helpers';
 
 /**
  * Area 06, Will messages: when a will is published (abnormal close, keep alive expiry, v5
@@ -22,13 +22,8 @@ function will(
 }
 
 describe('06 will', () => {
-  let broker: BrokerUnderTest;
-  const clients = withClients(() => broker.port);
-
-  beforeAll(async () => {
-    broker = await startBrokerUnderTest();
-  });
-  afterAll(() => broker?.stop());
+  const broker = useBrokerUnderTest();
+  const clients = broker.clients;
 
   /** An MQTT.js watcher subscribed to the will topic at `qos`. */
   function watch(topic: string, qos: 0 | 1 | 2 = 1, protocolVersion: ProtocolVersion = 5) {

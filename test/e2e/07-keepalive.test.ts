@@ -1,4 +1,4 @@
-import { startBrokerUnderTest, type BrokerUnderTest } from '../support/broker-under-test';
+import { useBrokerUnderTest } from '../support/broker-under-test';
 import { expectPacket, sleep, uniqueName, withClients, type ProtocolVersion, type RawSession } from '../support/mqtt-helpers';
 import { startTestBroker, type TestBroker } from '../support/test-broker';
 
@@ -33,13 +33,8 @@ async function keepPinging(s: RawSession, everyMs: number, forMs: number): Promi
 }
 
 describe('07 keepalive', () => {
-  let broker: BrokerUnderTest;
-  const clients = withClients(() => broker.port);
-
-  beforeAll(async () => {
-    broker = await startBrokerUnderTest();
-  });
-  afterAll(() => broker?.stop());
+  const broker = useBrokerUnderTest();
+  const clients = broker.clients;
 
   describe.each(VERSIONS)('v%s', (protocolVersion) => {
     it('disconnects a client silent beyond 1.5 × keep alive, not before the keep alive [MQTT-3.1.2-24]', async () => {

@@ -1,5 +1,5 @@
 import type { IPublishPacket } from 'mqtt-packet';
-import { startBrokerUnderTest, type BrokerUnderTest } from '../support/broker-under-test';
+import { useBrokerUnderTest } from '../support/broker-under-test';
 import {
   collectPackets,
   expectPacket,
@@ -161,13 +161,8 @@ async function nextPublish(raw: RawClient, timeoutMs = 3000): Promise<IPublishPa
 }
 
 describe('08 properties (v5)', () => {
-  let but: BrokerUnderTest;
-  const clients = withClients(() => but.port);
-
-  beforeAll(async () => {
-    but = await startBrokerUnderTest();
-  });
-  afterAll(() => but.stop());
+  const but = useBrokerUnderTest();
+  const clients = but.clients;
 
   it('forwards User Properties unaltered and in order, repeated names included [MQTT-3.3.2-17] [MQTT-3.3.2-18]', async () => {
     const topic = uniqueName('e2e/08/up');

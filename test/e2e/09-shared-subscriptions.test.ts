@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import type { IClientOptions, MqttClient } from 'mqtt';
 import type { Packet } from 'mqtt-packet';
-import { startBrokerUnderTest, type BrokerUnderTest } from '../support/broker-under-test';
+import { useBrokerUnderTest } from '../support/broker-under-test';
 import {
   drainPackets,
   expectPacket,
@@ -73,13 +73,8 @@ async function subscribeRaw(
 }
 
 describe('09 shared subscriptions', () => {
-  let but: BrokerUnderTest;
-  const clients = withClients(() => but.port);
-
-  beforeAll(async () => {
-    but = await startBrokerUnderTest();
-  });
-  afterAll(() => but.stop());
+  const but = useBrokerUnderTest();
+  const clients = but.clients;
 
   it('delivers each message to exactly one member of a group, spread over all members [MQTT-4.8.2]', async () => {
     const topic = uniqueName('e2e/09/spread');

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import type { IPublishPacket, Packet } from 'mqtt-packet';
-import { startBrokerUnderTest, type BrokerUnderTest } from '../support/broker-under-test';
+import { useBrokerUnderTest } from '../support/broker-under-test';
 import {
   collectPackets,
   expectPacket,
@@ -52,13 +52,8 @@ async function expectDisconnect(s: RawSession, code: number): Promise<void> {
 }
 
 describe('10 topic alias (v5)', () => {
-  let but: BrokerUnderTest;
-  const clients = withClients(() => but.port);
-
-  beforeAll(async () => {
-    but = await startBrokerUnderTest();
-  });
-  afterAll(() => but.stop());
+  const but = useBrokerUnderTest();
+  const clients = but.clients;
 
   async function publisher(): Promise<RawSession & { max: number }> {
     const s = await clients.raw({ protocolVersion: 5, clientId: uniqueName('ta-pub') });

@@ -1,5 +1,5 @@
 import mqttPacket, { type IPublishPacket, type Packet } from 'mqtt-packet';
-import { startBrokerUnderTest, type BrokerUnderTest } from '../support/broker-under-test';
+import { useBrokerUnderTest } from '../support/broker-under-test';
 import {
   collectPackets,
   drainPackets,
@@ -63,13 +63,8 @@ async function overrunReceiveMaximum(s: RawSession, topic: string, count: number
 }
 
 describe('11 flow control', () => {
-  let but: BrokerUnderTest;
-  const clients = withClients(() => but.port);
-
-  beforeAll(async () => {
-    but = await startBrokerUnderTest();
-  });
-  afterAll(() => but.stop());
+  const but = useBrokerUnderTest();
+  const clients = but.clients;
 
   it('sends no more unacknowledged QoS 1 PUBLISH than the subscriber’s Receive Maximum, resumes in order on PUBACK [MQTT-3.3.4-9]', async () => {
     const topic = uniqueName('e2e/11/rm1');

@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import net from 'node:net';
 import mqttPacket, { type IConnectPacket, type Packet } from 'mqtt-packet';
-import { startBrokerUnderTest, type BrokerUnderTest } from '../support/broker-under-test';
+import { useBrokerUnderTest } from '../support/broker-under-test';
 import { connectPacket, publish, sleep, uniqueName, waitUntil, withClients, type ClientRegistry } from '../support/mqtt-helpers';
 import { RawClient } from '../support/raw-client';
 import { startTestBroker, type TestBroker } from '../support/test-broker';
@@ -80,13 +80,8 @@ async function expectHealthy(clients: ClientRegistry, protocolVersion: V = 5): P
 }
 
 describe('12 malformed input', () => {
-  let but: BrokerUnderTest;
-  const clients = withClients(() => but.port);
-
-  beforeAll(async () => {
-    but = await startBrokerUnderTest();
-  });
-  afterAll(() => but.stop());
+  const but = useBrokerUnderTest();
+  const clients = but.clients;
 
   it.each([4, 5] as const)('v%s: closes on a Remaining Length of five bytes (§1.5.5, §2.1.4)', async (v) => {
     expectRefused(await sendBad(clients, v, [0x30, 0xff, 0xff, 0xff, 0xff, 0x7f], { connect: true }));

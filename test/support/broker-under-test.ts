@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { withClients, type ClientRegistry } from './mqtt-helpers';
 import { startTestBroker } from './test-broker';
 
 /**
@@ -21,6 +22,26 @@ export async function startBrokerUnderTest(bifroYaml = ''): Promise<BrokerUnderT
   if (process.env.BIFRO_E2E_TARGET === 'mosquitto') return startMosquitto();
   const tb = await startTestBroker(bifroYaml);
   return { name: 'bifro', port: tb.port, stop: () => tb.stop() };
+}
+
+/**
+ * Start the broker under test for a describe block (beforeAll / afterAll) with a registry of
+ * clients closed after each test. `port` is read once the broker runs.
+ */
+export function useBrokerUnderTest(bifroYaml = ''): { readonly port: number; readonly clients: ClientRegistry } {
+  let broker: BrokerUnderTest | undefined;
+  const port = (): number => broker!.port;
+  const clients = withClients(port);
+  beforeAll(async () => {
+    broker = await startBrokerUnderTest(bifroYaml);
+  });
+  afterAll(() => broker?.stop());
+  return {
+    get port() {
+      return port();
+    },
+    clients,
+  };
 }
 
 function freePort(): Promise<number> {
