@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import { tryConnect } from '../support/mqtt-helpers';
 import { REPO, startTestBroker, type TestBroker } from '../support/test-broker';
 
 /**
@@ -13,20 +14,10 @@ let tb: TestBroker;
 let file: string;
 const clients: MqttClient[] = [];
 
-function connect(opts: IClientOptions): Promise<{ client: MqttClient; code: number }> {
-  return new Promise((resolve) => {
-    const client = mqtt.connect({
-      host: '127.0.0.1',
-      port: tb.port,
-      reconnectPeriod: 0,
-      connectTimeout: 5000,
-      protocolVersion: 5,
-      ...opts,
-    });
-    clients.push(client);
-    client.once('connect', (connack) => resolve({ client, code: connack.reasonCode ?? 0 }));
-    client.once('error', (err: Error & { code?: number }) => resolve({ client, code: err.code ?? -1 }));
-  });
+async function connect(opts: IClientOptions): Promise<{ client: MqttClient; code: number }> {
+  const r = await tryConnect(tb.port, { protocolVersion: 5, ...opts });
+  clients.push(r.client);
+  return { client: r.client, code: r.connack !== undefined ? (r.connack.reasonCode ?? 0) : (r.error?.code ?? -1) };
 }
 
 /** Publish QoS 1 and report the PUBACK code, or the DISCONNECT reason when the broker closed the connection. */

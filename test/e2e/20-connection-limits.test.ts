@@ -27,7 +27,11 @@ const BASE = [
 async function connect(opts: IClientOptions): Promise<{ client: MqttClient; code: number; maximumQoS: number | undefined }> {
   const r = await tryConnect(tb.port, { protocolVersion: 5, ...opts });
   clients.push(r.client);
-  return { client: r.client, code: r.connack?.reasonCode ?? r.error?.code ?? -1, maximumQoS: r.connack?.properties?.maximumQoS };
+  return {
+    client: r.client,
+    code: r.connack !== undefined ? (r.connack.reasonCode ?? 0) : (r.error?.code ?? -1),
+    maximumQoS: r.connack?.properties?.maximumQoS,
+  };
 }
 
 const payload = (i: number): Buffer => Buffer.concat([Buffer.from(`m${i}`.padEnd(4, '_')), Buffer.alloc(9_996)]);
