@@ -44,6 +44,9 @@ const REQUIRED_FLAGS = [-1, 0, 0, -1, 0, 0, 2, 0, 2, 0, 2, 0, 0, 0, 0, 0];
 /** Index of the tenant's outbound bytes per second in its usage. */
 const OUTBOUND_RATE = resourceIndex('TotalOutboundBytesPerSecond');
 
+/** How long reading pauses when the tenant's inbound bytes per second are used up. */
+const INBOUND_SLOWDOWN_MS = 100;
+
 /** Bytes a connection writes between two questions about its tenant's outbound quota (bounds the overshoot). */
 const OUTBOUND_CHECK_BYTES = 16 * 1024;
 
@@ -218,8 +221,20 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   onData(chunk: Buffer): void {
     const now = this.engine.wheel.now;
     this.lastActivity = now;
-    if (this.state === 'connected') this.meterInbound(chunk.length, now);
+    if (this.state !== 'connected') {
+      this.receive(chunk);
+      return;
+    }
+    this.meterInbound(chunk.length, now);
     this.receive(chunk);
+    // The tenant's inbound bytes per second (counted per PUBLISH payload) are asked about once per
+    // chunk read, not per PUBLISH: over them, reading pauses (ARCHITECTURE §5 "slowed reading").
+    if (
+      this.state === 'connected' &&
+      !this.engine.throttler.hasResource(this.client!.tenantId, 'TotalInboundBytesPerSecond') &&
+      this.slowDown(INBOUND_SLOWDOWN_MS)
+    )
+      this.engine.emit('resourceExhausted', this.client, { resource: 'TotalInboundBytesPerSecond' });
   }
 
   /** The socket closed or failed. */

@@ -139,10 +139,8 @@ function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed:
   const tenant = conn.tenant;
   tenant.counters[COUNTER.messagesIn]++;
   tenant.counters[COUNTER.bytesIn]! += p.payload.length;
+  // Counted per payload; the throttler is asked once per chunk read (MqttConnection.onData).
   tenant.countRate(INBOUND_RATE, p.payload.length, engine.wheel.now);
-  if (!engine.throttler.hasResource(client.tenantId, 'TotalInboundBytesPerSecond') && conn.slowDown(INBOUND_SLOWDOWN_MS)) {
-    engine.emit('resourceExhausted', client, { resource: 'TotalInboundBytesPerSecond' });
-  }
   if (p.qos === 0) {
     if (p.retain) engine.retainMessage(client, msg).catch(() => undefined);
     distribute(conn, msg, undefined);
@@ -190,9 +188,6 @@ function distribute(conn: MqttConnection, msg: Message, ack: PublishAck | undefi
 }
 
 const INBOUND_RATE = resourceIndex('TotalInboundBytesPerSecond');
-
-/** How long reading pauses when the tenant's inbound bytes per second are used up. */
-const INBOUND_SLOWDOWN_MS = 100;
 
 /** v5 PUBACK/PUBREC 0x10: accepted, but nobody subscribes. */
 const RC_NO_MATCHING_SUBSCRIBERS = 0x10;
