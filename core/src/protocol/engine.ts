@@ -62,6 +62,8 @@ export interface LiveLimits {
   readonly outBoundBandWidth: number;
   readonly maxResendTimes: number;
   readonly resendTimeoutMs: number;
+  /** MaxTopicLength, MaxTopicLevels, MaxTopicLevelLength. */
+  readonly topic: TopicLimits;
 }
 
 /** Connected clients asked about in one go by the periodic redirect check before it yields to I/O. */
@@ -93,7 +95,6 @@ export class Engine implements SessionHost {
   shuttingDown = false;
   /** Whether some collector wants qos0Pushed, qos1Pushed or qos2Pushed (collectors are fixed at boot). */
   readonly pushWanted: boolean;
-  private readonly limitsCache = new Map<string, TopicLimits>();
   private readonly connectLimitsCache = new Map<string, ConnectLimits>();
   private readonly liveLimitsCache = new Map<string, LiveLimits>();
   /** Tenants whose retained totals were read from storage into their usage. */
@@ -130,11 +131,9 @@ export class Engine implements SessionHost {
     this.unwatchSettings = this.settings.onChange((tenantId) => {
       for (const [tenant, live] of this.liveLimitsCache) if (tenantId === undefined || tenant === tenantId) live.stale = true;
       if (tenantId === undefined) {
-        this.limitsCache.clear();
         this.connectLimitsCache.clear();
         this.liveLimitsCache.clear();
       } else {
-        this.limitsCache.delete(tenantId);
         this.connectLimitsCache.delete(tenantId);
         this.liveLimitsCache.delete(tenantId);
       }
@@ -146,18 +145,9 @@ export class Engine implements SessionHost {
     return this.settings.get(tenantId, name);
   }
 
-  /** The tenant's topic limits; cached until its settings change. */
+  /** The tenant's topic limits (part of its live limits, cached until its settings change). */
   topicLimits(tenantId: string): TopicLimits {
-    let limits = this.limitsCache.get(tenantId);
-    if (limits === undefined) {
-      limits = {
-        maxLength: this.settings.get(tenantId, 'MaxTopicLength'),
-        maxLevels: this.settings.get(tenantId, 'MaxTopicLevels'),
-        maxLevelLength: this.settings.get(tenantId, 'MaxTopicLevelLength'),
-      };
-      this.limitsCache.set(tenantId, limits);
-    }
-    return limits;
+    return this.liveLimits(tenantId).topic;
   }
 
   /**
@@ -200,6 +190,11 @@ export class Engine implements SessionHost {
         outBoundBandWidth: s.get(tenantId, 'OutBoundBandWidth'),
         maxResendTimes: s.get(tenantId, 'MaxResendTimes'),
         resendTimeoutMs: s.get(tenantId, 'ResendTimeoutSeconds') * 1000,
+        topic: {
+          maxLength: s.get(tenantId, 'MaxTopicLength'),
+          maxLevels: s.get(tenantId, 'MaxTopicLevels'),
+          maxLevelLength: s.get(tenantId, 'MaxTopicLevelLength'),
+        },
       };
       this.liveLimitsCache.set(tenantId, limits);
     }

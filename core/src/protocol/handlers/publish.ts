@@ -39,15 +39,15 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
       topic = known;
     }
   }
-  const check = validateTopicName(topic, engine.topicLimits(tenantId));
+  let live = conn.live;
+  if (live.stale) live = conn.refreshLiveLimits();
+  const check = validateTopicName(topic, live.topic);
   if (!check.ok) {
     // Wildcards, U+0000, empty topics and limit breaches: Topic Name invalid [MQTT-3.3.2-2].
     conn.protocolError(RC.TopicNameInvalid, `invalid topic (${check.reason})`, 'invalidTopic');
     return;
   }
 
-  let live = conn.live;
-  if (live.stale) live = conn.refreshLiveLimits();
   const maxRate = live.msgPubPerSec;
   if (maxRate > 0) {
     const now = engine.wheel.now;
