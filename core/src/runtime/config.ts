@@ -140,7 +140,8 @@ async function locateFile(
   return (await exists(conventional)) ? conventional : undefined;
 }
 
-async function exists(file: string): Promise<boolean> {
+/** Whether a file or directory exists. */
+export async function exists(file: string): Promise<boolean> {
   try {
     await fs.stat(file);
     return true;

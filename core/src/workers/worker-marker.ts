@@ -2,6 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { DEFAULT_DIR_NAME as LEVEL_STORAGE_DIR } from '@bifro/plugin-storage-level';
 import { BifroError } from '../errors';
+import { exists } from '../runtime/config';
 import { TENANT_ASSIGNMENT } from './tenant-owner';
 
 /**
@@ -58,15 +59,6 @@ export async function checkWorkerCount(dataDir: string, workers: number): Promis
       `data directory ${dataDir} was used with workers: ${recorded.workers}${how}, this start asks for workers: ${workers} (recorded in ${file}); start with workers: ${recorded.workers} or use another data directory`,
       { dataDir, recorded: recorded.workers, requested: workers },
     );
-  }
-}
-
-async function exists(file: string): Promise<boolean> {
-  try {
-    await fs.stat(file);
-    return true;
-  } catch {
-    return false;
   }
 }
 
