@@ -2,7 +2,17 @@ import { readdirSync } from 'node:fs';
 import net from 'node:net';
 import mqttPacket, { type IConnectPacket, type Packet } from 'mqtt-packet';
 import { useBrokerUnderTest } from '../support/broker-under-test';
-import { connectPacket, publish, sleep, uniqueName, waitUntil, withClients, type ClientRegistry } from '../support/mqtt-helpers';
+import {
+  connectPacket,
+  publish,
+  sleep,
+  tryConnect,
+  uniqueName,
+  waitUntil,
+  withClients,
+  type ClientRegistry,
+} from '../support/mqtt-helpers';
+import { expectOthersUnaffected, USER_TABLE_AUTH, USERS } from '../support/isolation';
 import { RawClient } from '../support/raw-client';
 import { startTestBroker, type TestBroker } from '../support/test-broker';
 
@@ -285,5 +295,65 @@ describe('12 malformed input: bifro-only', () => {
     await waitUntil(() => openFds() <= baseline + 10, 5000, 50);
     expect(openFds()).toBeLessThanOrEqual(baseline + 10);
     await expectHealthy(clients);
+  });
+});
+
+describe('12 malformed input: no decoder state shared between connections', () => {
+  let tb: TestBroker;
+
+  beforeAll(async () => {
+    tb = await startTestBroker(USER_TABLE_AUTH);
+  });
+  afterAll(() => tb.stop());
+
+  /** A CONNECT whose user-name length (0x0003 at the end) runs past the packet: it used to leave the shared parser mid-packet. */
+  const USERNAME_PAST_END = Buffer.from('101200044d515454048000050003667a10120004', 'hex');
+
+  it('bifro-only: after a CONNECT whose user name runs past the packet, the next ten clients log in with their own credentials', async () => {
+    const bad = await RawClient.connect(tb.port, 4);
+    bad.write(USERNAME_PAST_END);
+    expect(await bad.waitClosed(3000)).toBe(true);
+    expect(bad.packets.filter((p) => p.cmd === 'connack' && (p.returnCode ?? 0) === 0)).toEqual([]);
+    for (let i = 0; i < 10; i++) {
+      const user = i % 2 === 0 ? 'alice' : 'bob';
+      const ok = await tryConnect(tb.port, {
+        protocolVersion: 4,
+        username: user,
+        password: USERS[user].password,
+        clientId: uniqueName('next'),
+      });
+      ok.client.end(true);
+      expect(ok.error?.message).toBeUndefined();
+      expect(ok.connack?.returnCode).toBe(0);
+    }
+    await expectOthersUnaffected(tb.port, 4);
+    await expectOthersUnaffected(tb.port, 5);
+  });
+
+  it('bifro-only: a malformed frame on one connection cannot join bytes of another: interleaved bad and good CONNECTs', async () => {
+    // Half the sockets send the bad CONNECT, the other half a good one, written in the same turn.
+    const sockets = await Promise.all(Array.from({ length: 20 }, () => RawClient.connect(tb.port, 4)));
+    sockets.forEach((s, i) => {
+      if (i % 2 === 0) s.write(USERNAME_PAST_END);
+      else
+        s.send(
+          connectPacket({ protocolVersion: 4, clientId: uniqueName('good'), username: 'bob', password: Buffer.from(USERS.bob.password) }),
+        );
+    });
+    try {
+      for (let i = 0; i < sockets.length; i++) {
+        const s = sockets[i]!;
+        if (i % 2 === 0) {
+          expect(await s.waitClosed(3000)).toBe(true);
+          expect(s.packets.filter((p) => p.cmd === 'connack' && (p.returnCode ?? 0) === 0)).toEqual([]);
+        } else {
+          const ack = await s.next(3000);
+          expect(ack?.cmd === 'connack' ? ack.returnCode : ack?.cmd).toBe(0);
+        }
+      }
+    } finally {
+      for (const s of sockets) s.destroy();
+    }
+    await expectOthersUnaffected(tb.port);
   });
 });

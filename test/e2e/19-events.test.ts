@@ -304,14 +304,23 @@ describe('19 events: every type a collector asks for', () => {
     expect(await b.raw.waitClosed()).toBe(true);
     expect((await waitEvent(events, 'malformedTopicFilter', nul)).detail.reasonCode).toBe(0x81);
 
+    // A filter that breaks the wildcard rules is not correctly formed: malformed, closed [MQTT-4.7.1-1].
+    const wild = uniqueName('ev-fwild');
+    const w = await clients.raw({ protocolVersion: 5, clientId: wild, username: 'ev/f' });
+    w.send({ cmd: 'subscribe', messageId: 4, subscriptions: [{ topic: 'a/#/b', qos: 0 }] });
+    expect((await expectPacket(w.raw, 'disconnect')).reasonCode).toBe(0x81);
+    expect((await waitEvent(events, 'malformedTopicFilter', wild)).detail.reason).toBe('invalid topic filter (bad-wildcard)');
+
+    // A correctly formed filter over the tenant's limits (MaxTopicLevels 128) gets SUBACK 0x8F (§3.9.3).
     const bad = uniqueName('ev-fbad');
+    const deep = Array.from({ length: 130 }, () => 'a').join('/');
     const c = await clients.raw({ protocolVersion: 5, clientId: bad, username: 'ev/f' });
-    c.send({ cmd: 'subscribe', messageId: 4, subscriptions: [{ topic: 'a/#/b', qos: 0 }] });
+    c.send({ cmd: 'subscribe', messageId: 5, subscriptions: [{ topic: deep, qos: 0 }] });
     expect((await expectPacket(c.raw, 'suback')).granted).toEqual([0x8f]);
     expectEvent(
       await waitEvent(events, 'invalidTopicFilter', bad),
       { type: 'invalidTopicFilter', group: 'clientDisconnected', tenantId: 'ev', clientId: bad },
-      { filter: 'a/#/b', reason: 'bad-wildcard' },
+      { filter: deep, reason: 'too-many-levels' },
       since,
     );
     expect(c.raw.closed).toBe(false);

@@ -8,6 +8,19 @@ import type { WheelEntry } from '../session/timer-wheel';
 import type { ConnectionHandover } from '../workers/handover';
 import { FrameReader, type FrameSink } from './codec/frame-reader';
 import { decodePublish, encodeAck, encodePublish, hasMalformedTopic, patchPacketId } from './codec/publish-codec';
+import {
+  checkAck,
+  checkPingreq,
+  decodeAuth,
+  decodeConnect,
+  decodeDisconnect,
+  decodeSubscribe,
+  decodeUnsubscribe,
+  isDecodeFailure,
+  unexpectedPacketType,
+  type DecodeFailure,
+  type DecodeFailureEvent,
+} from './codec/packet-decoder';
 import { RC } from './reason-codes';
 import { PublishAck } from './publish-ack';
 import { describeError } from '../errors';
@@ -53,35 +66,10 @@ const OUTBOUND_CHECK_BYTES = 16 * 1024;
 /** How long deliveries wait when the tenant's outbound bytes per second are used up. */
 const OUTBOUND_RETRY_MS = 100;
 
-/** The reason reported for a malformed string, by the event reported for it. */
-const MALFORMED_WHY = {
-  malformedClientIdentifier: 'client identifier is ill-formed UTF-8',
-  malformedUserName: 'user name is ill-formed UTF-8',
-  malformedWillTopic: 'will topic is ill-formed UTF-8',
-  malformedTopicFilter: 'topic filter is ill-formed UTF-8 or contains U+0000',
-} as const;
-
-/** U+FFFD encoded as UTF-8. */
-const REPLACEMENT_CHAR = Buffer.from([0xef, 0xbf, 0xbd]);
-
 // mqtt-packet pre-builds 65,536 two-byte buffers (≈ 6 MB) the first time it encodes a packet id;
 // Bifro encodes PUBLISH and its acknowledgements itself, so the few packets left to mqtt-packet
 // (CONNACK, SUBACK, ...) allocate their numbers as needed instead.
 (mqtt.writeToStream as typeof mqtt.writeToStream & { cacheNumbers: boolean }).cacheNumbers = false;
-
-/** mqtt-packet's parser with the settings it reads (it replaces them with each CONNECT it decodes). */
-type SettableParser = mqtt.Parser & { settings: { protocolVersion: ProtocolVersion } };
-
-const PARSER_SETTINGS: Record<ProtocolVersion, { protocolVersion: ProtocolVersion }> = {
-  3: { protocolVersion: 3 },
-  4: { protocolVersion: 4 },
-  5: { protocolVersion: 5 },
-};
-
-/** The parser every connection shares, the connection whose frame it is decoding, and the frame. */
-let sharedParser: SettableParser | undefined;
-let parsing: MqttConnection | undefined;
-let parsingFrame: Buffer | undefined;
 
 /** Per-connection rate windows and flow state: only connections that carry traffic need them. */
 class ConnectionMeters {
@@ -104,13 +92,6 @@ class ConnectionMeters {
   stallReported = false;
   /** Since when the socket has been over its write high-water mark (0: it is not). */
   stalledSince = 0;
-}
-
-function createSharedParser(): SettableParser {
-  const parser = mqtt.parser({ protocolVersion: 4 }) as SettableParser;
-  parser.on('packet', (packet: Packet) => parsing?.onPacket(packet));
-  parser.on('error', (err: Error) => parsing?.protocolError(RC.MalformedPacket, err.message, 'badPacket'));
-  return parser;
 }
 
 /** The connection a socket belongs to, for the shared socket listeners below. */
@@ -300,8 +281,9 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       case 5:
       case 6:
       case 7: {
-        if (body.length < 2) {
-          this.protocolError(RC.MalformedPacket, 'acknowledgement without packet id', 'badPacket');
+        const bad = checkAck(type, body, this.v5);
+        if (bad !== undefined) {
+          this.refuseFrame(bad);
           return;
         }
         const packetId = body.readUInt16BE(0);
@@ -312,15 +294,31 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
         else handlePubcomp(this, packetId);
         return;
       }
-      case 12:
-        handlePingreq(this);
+      case 12: {
+        const bad = checkPingreq(body);
+        if (bad !== undefined) this.refuseFrame(bad);
+        else handlePingreq(this);
         return;
+      }
       case 1:
         // A second CONNECT is a protocol error [MQTT-3.1.0-2].
         this.protocolError(RC.ProtocolError, 'second CONNECT', 'protocolViolation');
         return;
+      case 8:
+        this.dispatch(decodeSubscribe(body, this.v5));
+        return;
+      case 10:
+        this.dispatch(decodeUnsubscribe(body, this.v5));
+        return;
+      case 14:
+        this.dispatch(decodeDisconnect(body, this.v5));
+        return;
+      case 15:
+        this.dispatch(this.v5 ? decodeAuth(body) : unexpectedPacketType(type, false));
+        return;
       default:
-        this.parseWithLibrary(frame);
+        // Reserved type 0, and packets only a server sends (CONNACK, SUBACK, UNSUBACK, PINGRESP).
+        this.refuseFrame(unexpectedPacketType(type, this.v5));
     }
   }
 
@@ -332,12 +330,18 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
         return;
       }
       if (handleUnsupportedConnect(this, body)) return;
-      this.parseWithLibrary(frame);
+      const connect = decodeConnect(body);
+      if (isDecodeFailure(connect)) {
+        this.refuseConnect(connect, body[2 + body.readUInt16BE(0)]!);
+        return;
+      }
+      this.state = 'authenticating';
+      handleConnect(this, connect);
       return;
     }
     // During an enhanced authentication exchange only AUTH (v5) may arrive [MQTT-3.1.2-30], (§4.12.0).
     if (type === 15 && this.v5) {
-      this.parseWithLibrary(frame);
+      this.dispatch(decodeAuth(body));
       return;
     }
     if (this.authExchange !== undefined || this.pendingConnect !== undefined) {
@@ -365,81 +369,14 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       this.onFrame(f[i] as number, f[i + 1] as Buffer, f[i + 2] as Buffer);
   }
 
-  /**
-   * mqtt-packet decodes ill-formed UTF-8 into U+FFFD instead of refusing it. A U+FFFD in a
-   * decoded string whose packet does not carry its encoding (EF BF BD) therefore came from
-   * ill-formed bytes: a malformed packet [MQTT-1.5.4-1].
-   */
-  private illFormed(...strings: (string | undefined)[]): boolean {
-    for (const s of strings) {
-      if (s !== undefined && s.includes('\uFFFD') && parsingFrame?.includes(REPLACEMENT_CHAR) !== true) return true;
-    }
-    return false;
-  }
-
-  /**
-   * The event for a malformed string of a CONNECT (ill-formed UTF-8 client id, username or will
-   * topic) or of a SUBSCRIBE/UNSUBSCRIBE (a filter that is ill-formed UTF-8 or contains U+0000
-   * [MQTT-1.5.4-2]); undefined when there is none.
-   */
-  private malformedString(packet: Packet): keyof typeof MALFORMED_WHY | undefined {
-    switch (packet.cmd) {
-      case 'connect':
-        if (this.illFormed(packet.clientId)) return 'malformedClientIdentifier';
-        if (this.illFormed(packet.username)) return 'malformedUserName';
-        return this.illFormed(packet.will?.topic) ? 'malformedWillTopic' : undefined;
-      case 'subscribe':
-        return packet.subscriptions.some((s) => s.topic.includes('\u0000') || this.illFormed(s.topic)) ? 'malformedTopicFilter' : undefined;
-      case 'unsubscribe':
-        return packet.unsubscriptions.some((f) => f.includes('\u0000') || this.illFormed(f)) ? 'malformedTopicFilter' : undefined;
-      default:
-        return undefined;
-    }
-  }
-
-  /**
-   * Decode a complete frame with mqtt-packet. One parser serves every connection (a parser per
-   * connection would cost each idle connection a stream object): frames are whole, the packet is
-   * handled synchronously inside parse, and the parser's protocol version is set before each call.
-   */
-  private parseWithLibrary(frame: Buffer): void {
-    if (parsing !== undefined) {
-      // Re-entered from a handler (never expected): a parser of its own for this frame.
-      const own = mqtt.parser({ protocolVersion: this.protocolVersion });
-      own.on('packet', (packet: Packet) => this.onPacket(packet));
-      own.on('error', (err: Error) => this.protocolError(RC.MalformedPacket, err.message, 'badPacket'));
-      const outer = parsingFrame;
-      parsingFrame = frame;
-      own.parse(frame);
-      parsingFrame = outer;
-      return;
-    }
-    const parser = (sharedParser ??= createSharedParser());
-    parser.settings = PARSER_SETTINGS[this.protocolVersion];
-    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the shared parser's handlers need the connection whose frame it decodes
-    parsing = this;
-    parsingFrame = frame;
-    try {
-      parser.parse(frame);
-    } finally {
-      parsing = undefined;
-      parsingFrame = undefined;
-    }
-  }
-
-  /** A packet mqtt-packet decoded. */
-  onPacket(packet: Packet): void {
+  /** Hand a decoded packet to its handler, or close for the reason the decoder gave. */
+  private dispatch(packet: Packet | DecodeFailure): void {
     if (this.state === 'closed') return;
-    const malformed = this.malformedString(packet);
-    if (malformed !== undefined) {
-      this.protocolError(RC.MalformedPacket, MALFORMED_WHY[malformed], malformed);
+    if (isDecodeFailure(packet)) {
+      this.refuseFrame(packet);
       return;
     }
     switch (packet.cmd) {
-      case 'connect':
-        this.state = 'authenticating';
-        handleConnect(this, packet);
-        return;
       case 'auth':
         handleAuth(this, packet);
         return;
@@ -453,9 +390,29 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
         handleDisconnect(this, packet);
         return;
       default:
-        // Packets only a server sends (CONNACK, SUBACK, ...) are a protocol error from a client.
         this.protocolError(RC.ProtocolError, `unexpected ${packet.cmd}`, 'protocolViolation');
     }
+  }
+
+  /** Close for a frame the decoder refused, with its reason code and event. */
+  private refuseFrame(failure: DecodeFailure): void {
+    this.protocolError(failure.code, failure.why, failure.event);
+  }
+
+  /**
+   * A CONNECT the decoder refused: 3.1/3.1.1 close without CONNACK (§4.8: a protocol violation
+   * closes the connection); v5 may first get CONNACK with 0x81 / 0x82 [MQTT-4.13.1-1].
+   */
+  private refuseConnect(failure: DecodeFailure, level: number): void {
+    this.engine.logger.debug({ remote: this.origin.remoteAddress, reasonCode: failure.code, why: failure.why }, 'refusing CONNECT');
+    this.engine.emit(failure.event, undefined, { reasonCode: failure.code, reason: failure.why, remoteAddress: this.origin.remoteAddress });
+    this.closeCause = 'reported';
+    if (level !== 5) {
+      this.destroy();
+      return;
+    }
+    this.write(Buffer.from([0x20, 0x03, 0x00, failure.code, 0x00]));
+    this.end();
   }
 
   /**
@@ -810,7 +767,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       | 'malformedTopic'
       | 'receiveLimitExceeded'
       | 'exceedPubRate'
-      | keyof typeof MALFORMED_WHY,
+      | DecodeFailureEvent,
   ): void {
     if (this.state === 'closed') return;
     this.engine.logger.debug({ clientId: this.client?.clientId, remote: this.origin.remoteAddress, reasonCode, why }, 'closing connection');

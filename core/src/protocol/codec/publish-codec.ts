@@ -95,16 +95,21 @@ export function decodePublish(header: number, body: Buffer, v5: boolean): Decode
         const id = body[pos++]!;
         switch (id) {
           case 0x01:
-            if (properties.payloadFormatIndicator !== undefined || pos >= propsEnd) return PROTOCOL_ERROR;
+            if (properties.payloadFormatIndicator !== undefined) return PROTOCOL_ERROR;
+            if (pos >= propsEnd) return MALFORMED;
+            // 0 (unspecified bytes) or 1 (UTF-8) only (§3.3.2.3.2): another value is not rewritten, it is refused.
+            if (body[pos]! > 1) return PROTOCOL_ERROR;
             properties.payloadFormatIndicator = body[pos++] === 1;
             break;
           case 0x02:
-            if (properties.messageExpiryInterval !== undefined || pos + 4 > propsEnd) return PROTOCOL_ERROR;
+            if (properties.messageExpiryInterval !== undefined) return PROTOCOL_ERROR;
+            if (pos + 4 > propsEnd) return MALFORMED;
             properties.messageExpiryInterval = body.readUInt32BE(pos);
             pos += 4;
             break;
           case 0x23:
-            if (properties.topicAlias !== undefined || pos + 2 > propsEnd) return PROTOCOL_ERROR;
+            if (properties.topicAlias !== undefined) return PROTOCOL_ERROR;
+            if (pos + 2 > propsEnd) return MALFORMED;
             properties.topicAlias = body.readUInt16BE(pos);
             pos += 2;
             break;
@@ -112,6 +117,8 @@ export function decodePublish(header: number, body: Buffer, v5: boolean): Decode
             if (properties.responseTopic !== undefined) return PROTOCOL_ERROR;
             const s = readUtf8(body, pos, propsEnd);
             if (s === undefined) return MALFORMED;
+            // A Response Topic is a topic name: not empty, no wildcards [MQTT-3.3.2-14].
+            if (s[0].length === 0 || s[0].includes('+') || s[0].includes('#')) return PROTOCOL_ERROR;
             properties.responseTopic = s[0];
             pos = s[1];
             break;
@@ -125,7 +132,8 @@ export function decodePublish(header: number, body: Buffer, v5: boolean): Decode
             break;
           }
           case 0x09: {
-            if (properties.correlationData !== undefined || pos + 2 > propsEnd) return PROTOCOL_ERROR;
+            if (properties.correlationData !== undefined) return PROTOCOL_ERROR;
+            if (pos + 2 > propsEnd) return MALFORMED;
             const len = body.readUInt16BE(pos);
             if (pos + 2 + len > propsEnd) return MALFORMED;
             properties.correlationData = body.subarray(pos + 2, pos + 2 + len);
@@ -142,8 +150,11 @@ export function decodePublish(header: number, body: Buffer, v5: boolean): Decode
             break;
           }
           // A Subscription Identifier from a client is a protocol error [MQTT-3.3.4-6].
-          default:
+          case 0x0b:
             return PROTOCOL_ERROR;
+          // An identifier that is not a PUBLISH property makes the packet malformed (§2.2.2.2).
+          default:
+            return MALFORMED;
         }
       }
     }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
-import type { IConnackPacket, IConnectPacket } from 'mqtt-packet';
+import mqttPacket, { type IConnackPacket, type IConnectPacket } from 'mqtt-packet';
 import {
   sessionListKey,
   type AuthRequest,
@@ -68,8 +68,25 @@ export function refuse(conn: MqttConnection, codeV5: number, codeV3: number, rea
   } else {
     packet.returnCode = codeV3;
   }
-  conn.send(packet);
+  const bytes = connackBytes(conn, packet);
+  if (bytes !== undefined) conn.write(bytes);
   conn.end();
+}
+
+/**
+ * A CONNACK encoded within the client's Maximum Packet Size [MQTT-3.1.2-24]: the Reason String and
+ * User Properties are left out when they would make it larger [MQTT-3.2.2-19], [MQTT-3.2.2-20];
+ * undefined when it is too large even without them.
+ */
+function connackBytes(conn: MqttConnection, packet: IConnackPacket): Buffer | undefined {
+  let bytes = mqttPacket.generate(packet, { protocolVersion: conn.protocolVersion });
+  const props = packet.properties;
+  if (bytes.length > conn.maxPacketSizeOut && props !== undefined) {
+    delete props.reasonString;
+    delete props.userProperties;
+    bytes = mqttPacket.generate(packet, { protocolVersion: conn.protocolVersion });
+  }
+  return bytes.length > conn.maxPacketSizeOut ? undefined : bytes;
 }
 
 /**
@@ -344,6 +361,8 @@ function finishConnect(
     const cleanStart = packet.clean !== false || forceTransient;
     let existing = engine.sessions.get(key);
     if (existing !== undefined && cleanStart) {
+      // A new connection inside the will delay cancels the will, clean start or not [MQTT-3.1.2-8].
+      engine.sessionResumed(existing);
       engine.endSession(existing);
       existing = undefined;
     }
@@ -415,7 +434,8 @@ function finishConnect(
     conn.limits = limits;
     const maxPacket = Math.min(MQTT_MAX_PACKET, limits.maxUserPayloadBytes + 65536 + 4096);
     conn.setMaxInboundPacket(maxPacket);
-    const connack: IConnackPacket = { cmd: 'connack', sessionPresent: existing !== undefined };
+    // MQTT 3.1 has no Session Present flag: the byte is reserved (0).
+    const connack: IConnackPacket = { cmd: 'connack', sessionPresent: version !== 3 && existing !== undefined };
     if (conn.v5) {
       connack.reasonCode = RC.Success;
       const p: NonNullable<IConnackPacket['properties']> = {
@@ -444,8 +464,15 @@ function finishConnect(
     } else {
       connack.returnCode = RC3.Accepted;
     }
+    const bytes = connackBytes(conn, connack);
     conn.accept(client, keepAlive);
-    conn.send(connack);
+    if (bytes === undefined) {
+      // Even without its optional parts the CONNACK exceeds the client's Maximum Packet Size: nothing can be sent [MQTT-3.1.2-24].
+      session.attach(conn);
+      conn.destroy();
+      return;
+    }
+    conn.write(bytes);
     session.attach(conn);
     engine.emit('clientConnected', client, () => ({
       remoteAddress: client.remoteAddress,
@@ -471,7 +498,9 @@ function buildWill(
   const payload = Buffer.isBuffer(w.payload) ? w.payload : Buffer.from(w.payload);
   if (!validateTopicName(w.topic, engine.topicLimits(tenantId)).ok) {
     engine.emit('malformedWillTopic', client, { remoteAddress: client.remoteAddress, reason: 'invalid will topic', topic: w.topic });
-    refuse(conn, RC.TopicNameInvalid, RC3.ServerUnavailable, 'invalid will topic');
+    // v5: CONNACK 0x90; 3.1/3.1.1 have no code for it: a protocol violation closes the connection (3.1.1 §4.8).
+    if (conn.v5) refuse(conn, RC.TopicNameInvalid, RC3.ServerUnavailable, 'invalid will topic');
+    else conn.destroy();
     return null;
   }
   const qos = (w.qos ?? 0) as QoS;

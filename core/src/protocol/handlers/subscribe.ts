@@ -24,17 +24,9 @@ export function handleSubscribe(conn: MqttConnection, packet: ISubscribePacket):
   const engine = conn.engine;
   const client = conn.client!;
   const tenantId = client.tenantId;
+  // The decoder refused an empty SUBSCRIBE [MQTT-3.8.3-3] and a subscription identifier of 0.
   const subs = packet.subscriptions;
-  // A SUBSCRIBE with no filter is a protocol error [MQTT-3.8.3-3].
-  if (subs.length === 0) {
-    conn.protocolError(RC.ProtocolError, 'SUBSCRIBE without topic filters', 'protocolViolation');
-    return;
-  }
   const subscriptionId = packet.properties?.subscriptionIdentifier;
-  if (subscriptionId === 0) {
-    conn.protocolError(RC.ProtocolError, 'subscription identifier 0', 'protocolViolation');
-    return;
-  }
   for (const s of subs) {
     // No Local on a shared subscription is a protocol error [MQTT-3.8.3-4].
     if (s.nl === true && isSharedFilter(s.topic)) {

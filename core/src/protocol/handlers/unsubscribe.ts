@@ -12,12 +12,8 @@ const NO_SUBSCRIPTION_EXISTED = 0x11;
 export function handleUnsubscribe(conn: MqttConnection, packet: IUnsubscribePacket): void {
   const engine = conn.engine;
   const client = conn.client!;
+  // The decoder refused an UNSUBSCRIBE without filters [MQTT-3.10.3-2].
   const filters = packet.unsubscriptions;
-  if (filters.length === 0) {
-    // An UNSUBSCRIBE with no filter is a protocol error [MQTT-3.10.3-2].
-    conn.protocolError(RC.ProtocolError, 'UNSUBSCRIBE without topic filters', 'protocolViolation');
-    return;
-  }
   if (filters.length > engine.setting(client.tenantId, 'MaxTopicFiltersPerSub'))
     engine.emit('tooLargeUnsubscription', client, { filters: filters.length });
   engine.usage.count(client.tenantId, 'TotalUnsubscribePerSecond', filters.length, engine.wheel.now);

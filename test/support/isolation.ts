@@ -1,0 +1,59 @@
+import { readdirSync } from 'node:fs';
+import { connectAsync, publish, subscribe, tryConnect, collect, uniqueName, type ProtocolVersion } from './mqtt-helpers';
+
+/**
+ * The isolation check every hostile-input test ends with: after whatever one connection did, other
+ * connections still log in with *their own* credentials (and only with them), land in their own
+ * tenant, and round-trip a message. The broker must run the `auth-user-table` fixture plugin
+ * (see {@link USER_TABLE_AUTH}): alice (tenant ta) and bob (tenant tb).
+ */
+
+/** bifro.yml lines that load the user-table fixture as the only auth plugin (fixture plugins dir). */
+export const USER_TABLE_AUTH = 'plugins:\n  auth: ["@fixtures/auth-user-table"]\n';
+
+export const USERS = {
+  alice: { password: 'alice-pw', tenant: 'ta' },
+  bob: { password: 'bob-pw', tenant: 'tb' },
+} as const;
+
+/**
+ * Throws unless: alice and bob each connect with their own password (CONNACK 0), a wrong password
+ * is refused (so no connection is handed someone else's login), each round-trips a QoS 1 message
+ * to itself, and bob does not see alice's message (tenants stay apart).
+ */
+export async function expectOthersUnaffected(port: number, protocolVersion: ProtocolVersion = 5): Promise<void> {
+  const wrong = await tryConnect(port, { protocolVersion, username: 'alice', password: 'not-alice', clientId: uniqueName('wrong') });
+  wrong.client.end(true);
+  if (wrong.connack !== undefined && (wrong.connack.reasonCode ?? wrong.connack.returnCode ?? 0) === 0)
+    throw new Error('a wrong password was accepted: another login leaked into this connection');
+
+  const topic = uniqueName('isolation/check');
+  const alice = await connectAsync(port, {
+    protocolVersion,
+    username: 'alice',
+    password: USERS.alice.password,
+    clientId: uniqueName('alice'),
+  });
+  const bob = await connectAsync(port, { protocolVersion, username: 'bob', password: USERS.bob.password, clientId: uniqueName('bob') });
+  try {
+    const aliceGot = collect(alice.client);
+    const bobGot = collect(bob.client);
+    await subscribe(alice.client, topic, { qos: 1 });
+    await subscribe(bob.client, topic, { qos: 1 });
+    await publish(alice.client, topic, 'from-alice', { qos: 1 });
+    await publish(bob.client, topic, 'from-bob', { qos: 1 });
+    const a = await aliceGot.waitFor(1);
+    const b = await bobGot.waitFor(1);
+    const payloads = (ms: { payload: Buffer }[]): string[] => ms.map((m) => m.payload.toString());
+    if (payloads(a).join() !== 'from-alice' || payloads(b).join() !== 'from-bob')
+      throw new Error(`tenants mixed or messages lost: alice got [${payloads(a).join()}], bob got [${payloads(b).join()}]`);
+  } finally {
+    alice.client.end(true);
+    bob.client.end(true);
+  }
+}
+
+/** Open file descriptors of this process (the in-process broker's sockets among them), from /proc. */
+export function openFileDescriptors(): number {
+  return readdirSync('/proc/self/fd').length;
+}
