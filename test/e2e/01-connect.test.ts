@@ -1,3 +1,4 @@
+import net from 'node:net';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import mqttPacket, { type IConnackPacket } from 'mqtt-packet';
 import { RawClient } from '../support/raw-client';
@@ -159,6 +160,68 @@ describe('01 connect: auth chain', () => {
       client.destroy();
     },
   );
+
+  /** Every byte the broker sends on one raw socket after `bytes`, until it closes or `ms` pass. */
+  async function replyBytes(bytes: Buffer, ms = 1500): Promise<Buffer> {
+    const socket = net.connect(tb.port, '127.0.0.1');
+    const got: Buffer[] = [];
+    socket.on('data', (d: Buffer) => got.push(d));
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, ms);
+      socket.on('close', () => {
+        clearTimeout(t);
+        resolve();
+      });
+      socket.write(bytes);
+    });
+    socket.destroy();
+    return Buffer.concat(got);
+  }
+
+  it('never sets the session-present bit in an MQTT 3.1 CONNACK (3.1 has none: the byte is reserved)', async () => {
+    const connect = mqttPacket.generate(
+      {
+        cmd: 'connect',
+        protocolId: 'MQIsdp',
+        protocolVersion: 3,
+        clientId: 'v31-present',
+        clean: false,
+        keepalive: 30,
+        username: 'u',
+        password: Buffer.from('secret'),
+      },
+      { protocolVersion: 3 },
+    );
+    const first = await replyBytes(connect, 300);
+    expect([...first.subarray(0, 4)]).toEqual([0x20, 0x02, 0x00, 0x00]);
+    // The session exists now; 3.1.1 would answer session present = 1, 3.1 keeps the byte 0.
+    const again = await replyBytes(connect, 300);
+    expect([...again.subarray(0, 4)]).toEqual([0x20, 0x02, 0x00, 0x00]);
+  });
+
+  it("keeps a v5 CONNACK within the client's Maximum Packet Size: the Reason String is left out [MQTT-3.1.2-24][MQTT-3.2.2-19]", async () => {
+    const connect = (maximumPacketSize: number): Buffer =>
+      mqttPacket.generate(
+        {
+          cmd: 'connect',
+          protocolId: 'MQTT',
+          protocolVersion: 5,
+          clientId: 'small-mps',
+          clean: true,
+          keepalive: 30,
+          username: 'u',
+          password: Buffer.from('wrong'),
+          properties: { maximumPacketSize },
+        },
+        { protocolVersion: 5 },
+      );
+    const roomy = await replyBytes(connect(1000));
+    expect(roomy[0]).toBe(0x20);
+    expect(roomy.length).toBeGreaterThan(8); // 0x86 with the reason string "wrong password"
+    const tight = await replyBytes(connect(8));
+    expect([...tight]).toEqual([0x20, 0x03, 0x00, 0x86, 0x00]);
+  });
 
   it('answers PINGREQ with PINGRESP and closes on DISCONNECT', async () => {
     const client = await RawClient.connect(tb.port);

@@ -134,6 +134,25 @@ describe('06 will', () => {
     expect(await watcher.messages.settle(3000)).toEqual([]);
   });
 
+  it('v5: reconnecting with clean start within the Will Delay Interval cancels the will too [MQTT-3.1.2-8] (v5)', async () => {
+    const topic = uniqueName('will-cancel-clean');
+    const clientId = uniqueName('comeback-clean');
+    const watcher = await watch(topic);
+    const s = await clients.raw({
+      protocolVersion: 5,
+      clientId,
+      clean: false,
+      properties: { sessionExpiryInterval: 60 },
+      will: will(topic, 'must not appear', { properties: { willDelayInterval: 2 } }),
+    });
+    s.raw.destroy();
+    await sleep(500);
+    // The old session ends (clean start), but a new network connection came within the delay.
+    const back = await clients.raw({ protocolVersion: 5, clientId, clean: true });
+    expect(back.connack.sessionPresent).toBe(false);
+    expect(await watcher.messages.settle(3000)).toEqual([]);
+  });
+
   it('v5: a will delay longer than the session expiry fires when the session ends [MQTT-3.1.3-9] (v5)', async () => {
     const topic = uniqueName('will-session-end');
     const watcher = await watch(topic);
