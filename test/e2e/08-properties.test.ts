@@ -254,6 +254,43 @@ describe('08 properties (v5)', () => {
     ]);
   });
 
+  it("keeps the order of a will's user properties across names when the will is published [MQTT-3.1.3-10]", async () => {
+    const topic = uniqueName('e2e/08/will-up');
+    const sub = clients.track(await rawSub(but.port, topic));
+    const tap = new FrameTap(sub.raw);
+    const willProps: number[] = [];
+    for (const [k, v] of [
+      ['x', '1'],
+      ['y', '2'],
+      ['x', '3'],
+    ] as const)
+      willProps.push(0x26, ...str(k), ...str(v));
+    // CONNECT v5, clean start + will flag (QoS 0), keep alive 60, no properties.
+    const body = [
+      ...str('MQTT'),
+      5,
+      0x06,
+      0,
+      60,
+      0,
+      ...str(uniqueName('will-up')),
+      ...varint(willProps.length),
+      ...willProps,
+      ...str(topic),
+      ...str('gone'),
+    ];
+    const raw = clients.track(await RawClient.connect(but.port, 5));
+    raw.write([0x10, ...varint(body.length), ...body]);
+    expect((await raw.next())?.cmd).toBe('connack');
+    raw.destroy();
+    expect(await waitUntil(() => tap.publishes().length === 1)).toBe(true);
+    expect(userPropsOf(tap.publishes()[0]!)).toEqual([
+      ['x', '1'],
+      ['y', '2'],
+      ['x', '3'],
+    ]);
+  });
+
   it('decrements the Message Expiry Interval by the time a message waited [MQTT-3.3.2-6]', async () => {
     const topic = uniqueName('e2e/08/exp');
     const clientId = uniqueName('exp-sub');

@@ -1,5 +1,5 @@
 import type { Duplex } from 'node:stream';
-import mqtt, { type IConnectPacket, type IDisconnectPacket, type Packet } from 'mqtt-packet';
+import mqtt, { type IDisconnectPacket, type Packet } from 'mqtt-packet';
 import type { AuthRequest, ClientCertificate, ClientInfo, ProtocolVersion } from '@bifro/spi';
 import type { ConnectLimits, Engine, LiveLimits } from './engine';
 import { COUNTER, resourceIndex, type TenantState } from '../tenancy/tenant-usage';
@@ -20,6 +20,7 @@ import {
   unexpectedPacketType,
   type DecodeFailure,
   type DecodeFailureEvent,
+  type DecodedConnect,
 } from './codec/packet-decoder';
 import { RC } from './reason-codes';
 import { PublishAck } from './publish-ack';
@@ -154,7 +155,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   /** The v5 Authentication Method the client connected with (re-authentication must use it). */
   authMethod: string | undefined;
   /** CONNECT waiting for the end of an enhanced authentication exchange. */
-  pendingConnect: { packet: IConnectPacket; clientId: string; assigned: boolean; request: AuthRequest } | undefined;
+  pendingConnect: { packet: DecodedConnect; clientId: string; assigned: boolean; request: AuthRequest } | undefined;
   /** Worker mode only (docs/multicore.md): hands the connection to the worker owning its tenant once auth names it. */
   handover: ConnectionHandover | undefined;
   /** Settings fixed at CONNECT (set before CONNACK). */

@@ -64,7 +64,10 @@ describe('packet decoder: CONNECT', () => {
       if (protocolVersion === 5) {
         expect(decoded.properties).toEqual({ sessionExpiryInterval: 60, receiveMaximum: 10, maximumPacketSize: 1000 });
         expect(decoded.will?.properties).toMatchObject({ willDelayInterval: 5, contentType: 'text/plain' });
-        expect({ ...decoded.will?.properties?.userProperties }).toEqual({ a: ['1', '2'] });
+        expect(decoded.will?.properties?.userProperties).toEqual([
+          ['a', '1'],
+          ['a', '2'],
+        ]);
       }
     }
   });
@@ -109,10 +112,17 @@ describe('packet decoder: CONNECT', () => {
     expect(failure(decodeConnect(hex('00044d515454 04 06 003c 0001 61 0002 c328 0000'))).event).toBe('malformedWillTopic');
   });
 
-  it('keeps a user property named __proto__ as a name', () => {
-    const decoded = decodeConnect(hex('00044d515454 05 02 003c 0f 26 0009 5f5f70726f746f5f5f 0001 78 0001 61'));
+  it('keeps CONNECT user properties as ordered pairs, a name like __proto__ included', () => {
+    // a=1, __proto__=x, a=2: the order across names is kept (§3.1.2.11.8).
+    const decoded = decodeConnect(
+      hex('00044d515454 05 02 003c 1d 26 0001 61 0001 31 26 0009 5f5f70726f746f5f5f 0001 78 26 0001 61 0001 32 0001 61'),
+    );
     if (isDecodeFailure(decoded)) throw new Error(decoded.why);
-    expect(Object.entries(decoded.properties!.userProperties!)).toEqual([['__proto__', 'x']]);
+    expect(decoded.properties!.userProperties).toEqual([
+      ['a', '1'],
+      ['__proto__', 'x'],
+      ['a', '2'],
+    ]);
   });
 });
 

@@ -163,11 +163,26 @@ const ALLOWED = {
 
 type Props = Record<string, unknown>;
 
+/** User Properties as received: name-value pairs in their order, repeated names included (§3.1.2.11.8). */
+export type UserPropertyPairs = [string, string][];
+
+type ConnectProperties = Omit<NonNullable<IConnectPacket['properties']>, 'userProperties'> & { userProperties?: UserPropertyPairs };
+type WillProperties = Omit<NonNullable<NonNullable<IConnectPacket['will']>['properties']>, 'userProperties'> & {
+  userProperties?: UserPropertyPairs;
+};
+
+/** A decoded CONNECT: mqtt-packet's shape, with user properties (of CONNECT and of the will) as ordered pairs. */
+export type DecodedConnect = Omit<IConnectPacket, 'properties' | 'will'> & {
+  properties?: ConnectProperties;
+  will?: Omit<NonNullable<IConnectPacket['will']>, 'properties' | 'payload'> & { payload: Buffer; properties?: WillProperties };
+};
+
 /**
  * A property block: its length, then properties. An identifier not valid for the packet is a
  * malformed packet; a property other than User Property given twice a protocol error (§2.2.2.2).
+ * User Properties are checked always and kept (as ordered pairs) where the broker uses them.
  */
-function readProperties(r: Reader, allowed: ReadonlySet<number>, what: string): Props | undefined {
+function readProperties(r: Reader, allowed: ReadonlySet<number>, what: string, keepUserProperties = false): Props | undefined {
   const len = r.varint(`${what} property length`);
   const end = r.pos + len;
   if (end > r.end) malformed(`${what} properties run past the packet`);
@@ -183,10 +198,7 @@ function readProperties(r: Reader, allowed: ReadonlySet<number>, what: string): 
     if (type === 'pair') {
       const key = r.utf8('user property name');
       const value = r.utf8('user property value');
-      // A prototype-less map: a user property named `__proto__` is just a name.
-      const map = (props.userProperties ??= Object.create(null)) as Record<string, string | string[]>;
-      const prev = map[key];
-      map[key] = prev === undefined ? value : Array.isArray(prev) ? [...prev, value] : [prev, value];
+      if (keepUserProperties) ((props.userProperties ??= []) as UserPropertyPairs).push([key, value]);
       continue;
     }
     if (props[name] !== undefined) protocolError(`${what} carries ${name} more than once`);
@@ -216,7 +228,7 @@ function readProperties(r: Reader, allowed: ReadonlySet<number>, what: string): 
     }
   }
   r.end = outerEnd;
-  return props;
+  return Object.keys(props).length === 0 ? undefined : props;
 }
 
 /** A Response Topic is a topic name: no wildcards [MQTT-3.3.2-14], and not empty. */
@@ -234,7 +246,7 @@ function checkResponseTopic(topic: unknown): void {
  * [MQTT-3.1.2-14], a password without a user name in 3.1/3.1.1 [MQTT-3.1.2-22], ill-formed or
  * U+0000 strings, bad or repeated properties, bytes missing or left over.
  */
-export function decodeConnect(body: Buffer): IConnectPacket | DecodeFailure {
+export function decodeConnect(body: Buffer): DecodedConnect | DecodeFailure {
   return attempt(() => {
     const r = new Reader(body);
     const protocolId = r.utf8('protocol name') as 'MQTT' | 'MQIsdp';
@@ -250,7 +262,7 @@ export function decodeConnect(body: Buffer): IConnectPacket | DecodeFailure {
     if (!willFlag && (willQoS !== 0 || willRetain)) malformed('will QoS or will retain set without the will flag');
     if (willQoS === 3) malformed('will QoS 3');
     if (!v5 && hasPassword && !hasUsername) malformed('password flag set without the user name flag');
-    const packet: IConnectPacket = {
+    const packet: DecodedConnect = {
       cmd: 'connect',
       protocolId,
       protocolVersion: level,
@@ -259,7 +271,7 @@ export function decodeConnect(body: Buffer): IConnectPacket | DecodeFailure {
       clientId: '',
     };
     if (v5) {
-      const props = readProperties(r, ALLOWED.connect, 'CONNECT');
+      const props = readProperties(r, ALLOWED.connect, 'CONNECT', true);
       if (props !== undefined) {
         // §3.1.2.11.3 / §3.1.2.11.4: Receive Maximum and Maximum Packet Size of 0 are protocol errors.
         if (props.receiveMaximum === 0) protocolError('receive maximum 0');
@@ -267,17 +279,17 @@ export function decodeConnect(body: Buffer): IConnectPacket | DecodeFailure {
         // §3.1.2.11.10: Authentication Data without an Authentication Method is a protocol error.
         if (props.authenticationData !== undefined && props.authenticationMethod === undefined)
           protocolError('authentication data without an authentication method');
-        packet.properties = props as IConnectPacket['properties'];
+        packet.properties = props as ConnectProperties;
       }
     }
     packet.clientId = r.utf8('client identifier', 'malformedClientIdentifier', 'client identifier is ill-formed UTF-8');
     if (willFlag) {
-      const willProps = v5 ? readProperties(r, ALLOWED.will, 'will') : undefined;
+      const willProps = v5 ? readProperties(r, ALLOWED.will, 'will', true) : undefined;
       if (willProps !== undefined) checkResponseTopic(willProps.responseTopic);
       const topic = r.utf8('will topic', 'malformedWillTopic', 'will topic is ill-formed UTF-8');
       const payload = r.binary('will payload');
       packet.will = { topic, payload, qos: willQoS as QoS, retain: willRetain };
-      if (willProps !== undefined) packet.will.properties = willProps as NonNullable<IConnectPacket['will']>['properties'];
+      if (willProps !== undefined) packet.will.properties = willProps as WillProperties;
     }
     if (hasUsername) packet.username = r.utf8('user name', 'malformedUserName', 'user name is ill-formed UTF-8');
     if (hasPassword) packet.password = r.binary('password');

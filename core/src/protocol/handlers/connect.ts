@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
-import mqttPacket, { type IConnackPacket, type IConnectPacket } from 'mqtt-packet';
+import mqttPacket, { type IConnackPacket } from 'mqtt-packet';
+import type { DecodedConnect } from '../codec/packet-decoder';
 import {
   sessionListKey,
   type AuthRequest,
@@ -36,17 +37,6 @@ const MQTT_MAX_PACKET = 268435460;
 /** A client identifier the broker assigns: unique, valid for every protocol version (≤ 23 chars of [0-9a-zA-Z]) [MQTT-3.1.3-5]. */
 function assignClientId(): string {
   return 'bifro' + randomBytes(9).toString('hex');
-}
-
-/** mqtt-packet gives user properties as an object; the SPI wants ordered pairs. */
-export function userPropertyPairs(props: Record<string, string | string[]> | undefined): [string, string][] | undefined {
-  if (props === undefined) return undefined;
-  const pairs: [string, string][] = [];
-  for (const [k, v] of Object.entries(props)) {
-    if (Array.isArray(v)) for (const x of v) pairs.push([k, x]);
-    else pairs.push([k, v]);
-  }
-  return pairs;
 }
 
 function pairsToObject(pairs: UserProperties): Record<string, string[]> {
@@ -127,7 +117,7 @@ export function handleUnsupportedConnect(conn: MqttConnection, body: Buffer): bo
 }
 
 /** CONNECT: client id, enhanced or plain auth, then {@link finishConnect}. Frames that follow wait. */
-export function handleConnect(conn: MqttConnection, packet: IConnectPacket): void {
+export function handleConnect(conn: MqttConnection, packet: DecodedConnect): void {
   const version = (packet.protocolVersion ?? 4) as ProtocolVersion;
   conn.protocolVersion = version;
   conn.v5 = version === 5;
@@ -179,7 +169,7 @@ export function handleConnect(conn: MqttConnection, packet: IConnectPacket): voi
     remotePort: conn.origin.remotePort,
     listener: conn.origin.listener,
     clientCertificate: conn.origin.clientCertificate,
-    userProperties: userPropertyPairs(props?.userProperties),
+    userProperties: props?.userProperties,
   };
   const method = conn.v5 ? props?.authenticationMethod : undefined;
   if (method !== undefined) {
@@ -274,7 +264,7 @@ export function continueExtendedAuth(
  */
 function finishConnect(
   conn: MqttConnection,
-  packet: IConnectPacket,
+  packet: DecodedConnect,
   clientId: string,
   assigned: boolean,
   identity: Identity,
@@ -488,14 +478,14 @@ function finishConnect(
 /** The will from CONNECT, checked against the tenant's settings; null when the connection was refused. */
 function buildWill(
   conn: MqttConnection,
-  packet: IConnectPacket,
+  packet: DecodedConnect,
   client: ClientInfo,
 ): { message: Message; delaySeconds: number } | undefined | null {
   const w = packet.will;
   if (w === undefined || w === null) return undefined;
   const engine = conn.engine;
   const tenantId = client.tenantId;
-  const payload = Buffer.isBuffer(w.payload) ? w.payload : Buffer.from(w.payload);
+  const payload = w.payload;
   if (!validateTopicName(w.topic, engine.topicLimits(tenantId)).ok) {
     engine.emit('malformedWillTopic', client, { remoteAddress: client.remoteAddress, reason: 'invalid will topic', topic: w.topic });
     // v5: CONNACK 0x90; 3.1/3.1.1 have no code for it: a protocol violation closes the connection (3.1.1 §4.8).
@@ -524,8 +514,7 @@ function buildWill(
     if (wp.contentType !== undefined) properties.contentType = wp.contentType;
     if (wp.responseTopic !== undefined) properties.responseTopic = wp.responseTopic;
     if (wp.correlationData !== undefined) properties.correlationData = wp.correlationData;
-    const up = userPropertyPairs(wp.userProperties);
-    if (up !== undefined) properties.userProperties = up;
+    if (wp.userProperties !== undefined) properties.userProperties = wp.userProperties;
     if (wp.messageExpiryInterval !== undefined) properties.messageExpiryInterval = wp.messageExpiryInterval;
     if (wp.payloadFormatIndicator === true && engine.setting(tenantId, 'PayloadFormatValidationEnabled') && !isUtf8(payload)) {
       refuse(conn, RC.PayloadFormatInvalid, RC3.ServerUnavailable, 'will payload is not UTF-8');
