@@ -60,7 +60,7 @@ export class FrameReader {
     let pos = 0;
     const len = buf.length;
     while (pos < len && !this.stopped) {
-      // Variable byte integer: up to four bytes [MQTT-1.5.5-1].
+      // Variable byte integer: up to four bytes, no more than needed [MQTT-1.5.5-1].
       let remaining = 0;
       let multiplier = 1;
       let i = pos + 1;
@@ -70,6 +70,12 @@ export class FrameReader {
         remaining += (byte & 0x7f) * multiplier;
         multiplier *= 128;
         if ((byte & 0x80) === 0) {
+          // The fewest bytes that hold the value [MQTT-1.5.5-1]: a last byte of 0 after others is malformed.
+          if (byte === 0 && n > 0) {
+            this.stopped = true;
+            this.sink.onMalformedLength();
+            return;
+          }
           complete = true;
           i++;
           break;

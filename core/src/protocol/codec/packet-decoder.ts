@@ -341,7 +341,8 @@ export function decodeSubscribe(body: Buffer, v5: boolean): ISubscribePacket | D
       const topic = r.utf8('topic filter', 'malformedTopicFilter', FILTER_WHY);
       const options = r.u8('subscription options');
       const qos = options & 0x03;
-      if (qos === 3) malformed('subscription QoS 3');
+      // "It is a Protocol Error if the Maximum QoS field has the value 3" (§3.8.3.1).
+      if (qos === 3) protocolError('subscription QoS 3');
       if (v5) {
         if ((options & 0xc0) !== 0) malformed('reserved subscription option bits set');
         const rh = (options >> 4) & 0x03;

@@ -14,7 +14,10 @@ export function writeVarint(buf: Buffer, pos: number, value: number): number {
   return pos;
 }
 
-/** Read a variable byte integer at `pos`: [value, next position], or undefined when malformed or truncated. */
+/**
+ * Read a variable byte integer at `pos`: [value, next position], or undefined when malformed
+ * (more than four bytes, or more bytes than the value needs [MQTT-1.5.5-1]) or truncated.
+ */
 export function readVarint(buf: Buffer, pos: number, end: number): [number, number] | undefined {
   let value = 0;
   let multiplier = 1;
@@ -22,7 +25,7 @@ export function readVarint(buf: Buffer, pos: number, end: number): [number, numb
     if (pos >= end) return undefined;
     const byte = buf[pos++]!;
     value += (byte & 0x7f) * multiplier;
-    if ((byte & 0x80) === 0) return [value, pos];
+    if ((byte & 0x80) === 0) return byte === 0 && n > 0 ? undefined : [value, pos];
     multiplier *= 128;
   }
   return undefined;

@@ -39,6 +39,11 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
       topic = known;
     }
   }
+  if (topic.length === 0 && alias === undefined) {
+    // A zero-length topic without a Topic Alias is a protocol error (§3.3.2.3.4; 3.1.1 [MQTT-4.7.3-1]: closed).
+    conn.protocolError(RC.ProtocolError, 'empty topic without a topic alias', 'invalidTopic');
+    return;
+  }
   let live = conn.live;
   if (live.stale) live = conn.refreshLiveLimits();
   const check = validateTopicName(topic, live.topic);
