@@ -16,6 +16,8 @@ export const EVENT_TYPES = {
     'malformedUserName',
     'malformedWillTopic',
     'connectTimeout',
+    'connectionRateExceeded',
+    'banned',
   ],
   clientConnected: ['clientConnected'],
   clientDisconnected: [
@@ -50,6 +52,7 @@ export const EVENT_TYPES = {
   session: ['sessionStarted', 'sessionStopped'],
   tenant: ['resourceExhausted'],
   plugin: ['pluginCallFailed'],
+  security: ['flappingDetected'],
 } as const;
 
 /** An event group name. */

@@ -171,6 +171,13 @@ export const SETTINGS = {
     'live',
     'When a session queue is full, drop its oldest queued message, whatever its QoS (true), or the new one (false).',
   ),
+  MaxTenantQueuedBytes: int(
+    268435456,
+    0,
+    Number.MAX_SAFE_INTEGER,
+    'live',
+    "Most message bytes (payload + topic) waiting in memory for all of the tenant's connected sessions together; past it QoS0DropOldest decides what is dropped (reason `tenant-queue-bytes`). 0 = no tenant bound (mqtt.maxQueuedBytesPerConnection still applies).",
+  ),
   RetainMessageMatchLimit: int(10000, 0, I32, 'live', 'Most retained messages delivered for one subscription.'),
 } as const;
 

@@ -104,11 +104,19 @@ describe('07 keepalive (Bifro)', () => {
     expect(elapsed!).toBeLessThan(2600);
   });
 
-  it('v5: sends no Server Keep Alive when the tenant has no keep alive floor (MinKeepAliveSeconds 0)', async () => {
-    for (const keepalive of [0, 2, 30]) {
+  it('v5: sends no Server Keep Alive when the tenant has no keep alive floor (MinKeepAliveSeconds 0) and the value is within mqtt.maxKeepAliveSeconds', async () => {
+    for (const keepalive of [2, 30, 3600]) {
       const s = await clients.raw({ protocolVersion: 5, clientId: uniqueName('bka-none'), keepalive });
       expect(s.connack.reasonCode).toBe(0);
       expect(s.connack.properties?.serverKeepAlive).toBeUndefined();
+    }
+  });
+
+  it('v5: keep alive 0 or above mqtt.maxKeepAliveSeconds (default 3600) gets Server Keep Alive 3600 [MQTT-3.2.2-21] (test/e2e/22 enforces it)', async () => {
+    for (const keepalive of [0, 3601, 65535]) {
+      const s = await clients.raw({ protocolVersion: 5, clientId: uniqueName('bka-max'), keepalive });
+      expect(s.connack.reasonCode).toBe(0);
+      expect(s.connack.properties?.serverKeepAlive).toBe(3600);
     }
   });
 

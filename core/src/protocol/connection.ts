@@ -61,6 +61,12 @@ const OUTBOUND_RATE = resourceIndex('TotalOutboundBytesPerSecond');
 /** How long reading pauses when the tenant's inbound bytes per second are used up. */
 const INBOUND_SLOWDOWN_MS = 100;
 
+/**
+ * How long a socket the broker ended (socket.end(), after a DISCONNECT or CONNACK it had to send)
+ * may wait for the peer's FIN before it is destroyed (docs/security.md § Socket cleanup).
+ */
+const END_LINGER_MS = 1000;
+
 /** Bytes a connection writes between two questions about its tenant's outbound quota (bounds the overshoot). */
 const OUTBOUND_CHECK_BYTES = 16 * 1024;
 
@@ -201,6 +207,8 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
 
   /** Bytes from the socket. */
   onData(chunk: Buffer): void {
+    // After the close the socket is read only to see the peer's FIN: what comes is discarded.
+    if (this.state === 'closed') return;
     const now = this.engine.wheel.now;
     this.lastActivity = now;
     if (this.state !== 'connected') {
@@ -232,8 +240,15 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   // ---- reading ----
 
   private receive(chunk: Buffer): void {
-    if (this.held !== undefined) this.held.push(chunk);
-    else this.reader.push(chunk);
+    if (this.held !== undefined) {
+      this.held.push(chunk);
+      return;
+    }
+    const reader = this.reader;
+    reader.push(chunk, this.engine.wheel.now);
+    // A packet left incomplete must finish within mqtt.packetTimeoutMs (the wheel entry is moved
+    // earlier if needed; before CONNACK the connect timeout bounds it).
+    if (reader.partialSince !== 0 && this.state === 'connected') this.engine.wheel.scheduleBy(this, this.packetDeadline());
   }
 
   /** Whether the connection is closed (a check after an await, where the compiler narrows too eagerly). */
@@ -480,22 +495,55 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
 
   // ---- timers ----
 
-  /** Timer wheel callback: connect timeout before CONNACK, keep alive (1.5 × keepAlive) after (3.1.1 [MQTT-3.1.2-24], 5.0 [MQTT-3.1.2-22]). */
+  /**
+   * Timer wheel callback, the connection's one entry for all its deadlines: connect timeout before
+   * CONNACK; after it keep alive (1.5 × keepAlive, 3.1.1 [MQTT-3.1.2-24], 5.0 [MQTT-3.1.2-22]; keepAlive
+   * is never 0, mqtt.maxKeepAliveSeconds caps it) and the packet deadline (mqtt.packetTimeoutMs) of a
+   * partly received packet, whichever comes first; once closed by {@link end}, the linger deadline.
+   */
   onWheelTick(now: number): number {
-    if (this.state === 'closed') return 0;
+    if (this.state === 'closed') {
+      // Ended, and the peer has not closed its side within END_LINGER_MS: drop the socket.
+      if (!this.socket.destroyed) this.socket.destroy();
+      return 0;
+    }
     if (this.state !== 'connected') {
       if (now < this.connectDeadline) return this.connectDeadline;
       this.engine.emit('connectTimeout', undefined, { remoteAddress: this.origin.remoteAddress });
       this.destroy();
       return 0;
     }
-    if (this.keepAlive === 0) return 0;
-    const deadline = this.keepAliveDeadline();
-    if (now < deadline) return deadline;
-    this.closeCause = 'reported';
-    this.engine.emit('idle', this.client, { remoteAddress: this.origin.remoteAddress, keepAlive: this.keepAlive });
-    this.disconnect(RC.KeepAliveTimeout);
-    return 0;
+    if (this.reader.partialSince !== 0 && now >= this.packetDeadline()) {
+      if (this.held !== undefined || this.slowed) {
+        // The broker is not reading (a plugin answer, the inbound bandwidth quota): not the client's delay.
+        this.reader.partialSince = now;
+      } else {
+        const ms = this.engine.config.mqtt.packetTimeoutMs;
+        // v5: DISCONNECT 0x81, the bytes received do not make a packet (§4.13); v3: closed. Event badPacket.
+        this.protocolError(RC.MalformedPacket, `packet not complete ${ms} ms after its first byte`, 'badPacket');
+        return 0;
+      }
+    }
+    if (this.keepAlive > 0 && now >= this.keepAliveDeadline()) {
+      this.closeCause = 'reported';
+      this.engine.emit('idle', this.client, { remoteAddress: this.origin.remoteAddress, keepAlive: this.keepAlive });
+      this.disconnect(RC.KeepAliveTimeout);
+      return 0;
+    }
+    return this.nextDeadline();
+  }
+
+  /** The earliest deadline of a connected connection (0: none). */
+  private nextDeadline(): number {
+    const keepAlive = this.keepAlive > 0 ? this.keepAliveDeadline() : Infinity;
+    const packet = this.reader.partialSince !== 0 ? this.packetDeadline() : Infinity;
+    const next = Math.min(keepAlive, packet);
+    return next === Infinity ? 0 : next;
+  }
+
+  /** mqtt.packetTimeoutMs after the first byte of the packet being gathered (one slot added: it is read from the coarse clock). */
+  private packetDeadline(): number {
+    return this.reader.partialSince + this.engine.config.mqtt.packetTimeoutMs + this.engine.wheel.slotMs;
   }
 
   /**
@@ -506,14 +554,15 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     return this.lastActivity + this.keepAlive * 1500 + this.engine.wheel.slotMs;
   }
 
-  /** CONNACK accepted: arm keep alive. */
+  /** CONNACK accepted: arm keep alive (and the packet deadline of a packet already begun). */
   accept(client: ClientInfo, keepAlive: number): void {
     this.client = client;
     this.live = this.engine.liveLimits(client.tenantId);
     this.tenant = this.engine.usage.state(client.tenantId);
     this.keepAlive = keepAlive;
     this.state = 'connected';
-    if (keepAlive > 0) this.engine.wheel.schedule(this, this.keepAliveDeadline());
+    const next = this.nextDeadline();
+    if (next > 0) this.engine.wheel.schedule(this, next);
     else this.engine.wheel.cancel(this);
   }
 
@@ -541,9 +590,20 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.write(mqtt.generate(packet, { protocolVersion: this.protocolVersion }));
   }
 
+  /** Bytes waiting in the socket's write buffer: they count against {@link maxQueuedBytes} with the session queue. */
+  bufferedBytes(): number {
+    return this.socket.writableLength;
+  }
+
+  /** mqtt.maxQueuedBytesPerConnection (a getter: no field per connection). */
+  get maxQueuedBytes(): number {
+    return this.engine.config.mqtt.maxQueuedBytesPerConnection;
+  }
+
   /**
    * Whether the socket takes more now. Over the high-water mark deliveries wait in the session
-   * queue (bounded by SessionInboxSize, QoS0DropOldest decides what goes); a subscriber that stays over
+   * queue (bounded by SessionInboxSize and, with the socket's buffer, by mqtt.maxQueuedBytesPerConnection
+   * and MaxTenantQueuedBytes; QoS0DropOldest decides what goes); a subscriber that stays over
    * it for slowConsumerTimeoutMs is disconnected, so one slow reader never holds memory for long.
    */
   writable(): boolean {
@@ -841,10 +901,22 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.engine.connections.delete(this);
     this.reader.stop();
     this.engine.wheel.cancel(this);
-    if (!this.socket.destroyed && !this.socket.writableEnded) this.socket.destroy();
+    this.held = undefined;
+    if (!this.socket.destroyed) {
+      if (!this.socket.writableEnded) this.socket.destroy();
+      else {
+        // Ended by end(): read on (reading may be paused by hold() or slowDown()) so the peer's FIN
+        // is seen and the socket closes; what still comes is discarded by onData. A peer that never
+        // closes its side is cut off after END_LINGER_MS (onWheelTick). docs/security.md § Socket cleanup.
+        this.socket.resume();
+        this.engine.wheel.schedule(this, Date.now() + END_LINGER_MS);
+      }
+    }
     const session = this.session;
     if (!wasConnected || session === undefined || this.client === undefined) return;
     this.engine.usage.add(this.client.tenantId, 'TotalConnections', -1);
+    // Flapping detection (security.flapping): every end of a connected session counts, except at shutdown.
+    if (!this.engine.shuttingDown) this.engine.gate.disconnected(this.client);
     if (session.link === this) this.engine.sessionDisconnected(session, !this.normalDisconnect);
     const cause = this.closeCause;
     if (cause === 'reported') return;

@@ -14,6 +14,8 @@ import type {
 import { EVENT_TYPES, sessionListKey } from '@bifro/spi';
 import type { BrokerConfig } from '../runtime/config-types';
 import type { Logger } from '../runtime/logger';
+import { ConnectionGate } from '../security/connection-gate';
+import { isReservedTopic } from '../security/secure-defaults';
 import { RUNTIME_TOKENS } from '../runtime/tokens';
 import { PLUGIN_TOKENS } from '../plugin-host/tokens';
 import type { PluginHost } from '../plugin-host/managers';
@@ -23,11 +25,22 @@ import { isSharedFilter, type TopicLimits } from '../dist/topic';
 import { RetainService } from '../retain/retain-service';
 import { Message } from '../session/message';
 import type { MqttConnection } from './connection';
-import { Session, type DeferredWrite, type Delivery, type DropReason, type SessionHost, type WriteWaiter } from '../session/session';
+import {
+  Session,
+  type DeferredWrite,
+  type Delivery,
+  type DropReason,
+  type QueueLimit,
+  type SessionHost,
+  type WriteWaiter,
+} from '../session/session';
 import { SessionPersistence, toInboxMessage, willFromRecord } from '../session/session-persistence';
 import type { TimerWheel } from '../session/timer-wheel';
-import { COUNTER, type TenantUsage } from '../tenancy/tenant-usage';
+import { COUNTER, resourceIndex, type TenantUsage } from '../tenancy/tenant-usage';
 import { describeError } from '../errors';
+
+/** Index of TotalSessionMemoryBytes in a tenant's usage values. */
+const SESSION_MEMORY = resourceIndex('TotalSessionMemoryBytes');
 
 const GROUP_OF = new Map<EventType, BrokerEvent['group']>();
 for (const [group, types] of Object.entries(EVENT_TYPES)) for (const t of types) GROUP_OF.set(t, group as BrokerEvent['group']);
@@ -64,6 +77,8 @@ export interface LiveLimits {
   readonly resendTimeoutMs: number;
   /** MaxTopicLength, MaxTopicLevels, MaxTopicLevelLength. */
   readonly topic: TopicLimits;
+  /** SessionInboxSize, QoS0DropOldest, MaxTenantQueuedBytes. */
+  readonly queue: QueueLimit;
 }
 
 /** Connected clients asked about in one go by the periodic redirect check before it yields to I/O. */
@@ -93,6 +108,8 @@ export class Engine implements SessionHost {
   readonly throttler: PluginHost['throttler'];
   /** Set when the broker is shutting down: connections closing now are the server's doing. */
   shuttingDown = false;
+  /** Per-address connection rate and flapping bans (security.connectionRate, security.flapping). */
+  readonly gate: ConnectionGate;
   /** Whether some collector wants qos0Pushed, qos1Pushed or qos2Pushed (collectors are fixed at boot). */
   readonly pushWanted: boolean;
   private readonly connectLimitsCache = new Map<string, ConnectLimits>();
@@ -125,6 +142,7 @@ export class Engine implements SessionHost {
     this.events = host.events;
     this.settings = host.settings;
     this.throttler = host.throttler;
+    this.gate = new ConnectionGate(config.security, logger, (type, client, detail) => this.emit(type, client, detail));
     this.pushWanted = this.events.wants('qos0Pushed') || this.events.wants('qos1Pushed') || this.events.wants('qos2Pushed');
     this.retain = new RetainService(host.storage);
     this.persistence = new SessionPersistence(host.storage);
@@ -194,6 +212,11 @@ export class Engine implements SessionHost {
           maxLength: s.get(tenantId, 'MaxTopicLength'),
           maxLevels: s.get(tenantId, 'MaxTopicLevels'),
           maxLevelLength: s.get(tenantId, 'MaxTopicLevelLength'),
+        },
+        queue: {
+          maxSize: s.get(tenantId, 'SessionInboxSize'),
+          dropOldest: s.get(tenantId, 'QoS0DropOldest'),
+          maxTenantBytes: s.get(tenantId, 'MaxTenantQueuedBytes'),
         },
       };
       this.liveLimitsCache.set(tenantId, limits);
@@ -482,7 +505,7 @@ export class Engine implements SessionHost {
   }
 
   private distributeWill(session: Session, msg: Message, allowed: boolean): void {
-    if (!allowed) {
+    if (!allowed || isReservedTopic(msg.topic)) {
       this.emit('pubActionDisallow', session.client, { topic: msg.topic, qos: msg.qos, will: true });
       return;
     }
@@ -503,16 +526,27 @@ export class Engine implements SessionHost {
 
   // ---- SessionHost ----
 
-  queueLimit(tenantId: string): { maxSize: number; dropOldest: boolean } {
-    return { maxSize: this.settings.get(tenantId, 'SessionInboxSize'), dropOldest: this.settings.get(tenantId, 'QoS0DropOldest') };
+  /** The tenant's queue policy: part of its live limits (no allocation per call). */
+  queueLimit(tenantId: string): QueueLimit {
+    return this.liveLimits(tenantId).queue;
+  }
+
+  tenantQueuedBytes(session: Session): number {
+    return this.usage.state(session.tenantId).values[SESSION_MEMORY]!;
   }
 
   dropped(session: Session, delivery: Delivery, reason: DropReason): void {
-    this.usage.bump(session.tenantId, COUNTER.messagesDropped, 1);
+    const counters = this.usage.state(session.tenantId).counters;
+    counters[COUNTER.messagesDropped]++;
+    counters[COUNTER.bytesDropped]! += delivery.msg.size;
     const type = delivery.qos === 0 ? 'qos0Dropped' : delivery.qos === 1 ? 'qos1Dropped' : 'qos2Dropped';
     this.emit(type, session.client, () => ({ topic: delivery.msg.topic, reason }));
     if (reason === 'queue-full') {
       this.emit('inboxOverflowed', session.client, () => ({ topic: delivery.msg.topic }));
+      session.link?.queueOverflowed();
+    } else if (reason === 'queue-bytes' || reason === 'tenant-queue-bytes') {
+      // A queued-bytes bound [SEC-MEM-3]: counted apart, and a stall check (MinSendPerSec) like a full queue.
+      counters[COUNTER.queueBytesDropped]++;
       session.link?.queueOverflowed();
     }
     if (reason === 'too-large')

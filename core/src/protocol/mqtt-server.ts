@@ -26,7 +26,7 @@ export class MqttServer {
     const accept: AcceptHandler = this.acceptHook ?? ((socket, origin) => this.accept(socket, origin));
     try {
       for (const listener of this.config.listeners) {
-        this.bound.push(await bindListener(listener, accept, { logger: this.logger }));
+        this.bound.push(await bindListener(listener, accept, { logger: this.logger, admit: this.admit }));
       }
     } catch (err) {
       await this.close();
@@ -44,6 +44,9 @@ export class MqttServer {
     await Promise.all(closing);
     this.engine.close();
   }
+
+  /** The per-address connection rate (security.connectionRate), asked by the listeners at accept. */
+  private readonly admit = (remoteAddress: string, listener: string): boolean => this.engine.gate.admit(remoteAddress, listener);
 
   private accept(socket: Duplex, origin: ConnectionOrigin): void {
     new MqttConnection(socket, origin, this.engine);

@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { promises as fs } from 'node:fs';
 import { container as rootContainer } from 'tsyringe';
 import type { BrokerConfig } from './config-types';
 import type { Logger } from './logger';
@@ -10,6 +11,8 @@ import { TimerWheel } from '../session/timer-wheel';
 import { MqttServer } from '../protocol/mqtt-server';
 import { Engine } from '../protocol/engine';
 import { serveAsWorker, type WorkerRouter } from '../workers/handover';
+import { DATA_DIR_MODE, isLoopbackHost, secureDataDir } from '../security/secure-defaults';
+import { describeError } from '../errors';
 
 /** A listener as it is bound. */
 export interface ListenerAddress {
@@ -27,6 +30,8 @@ export interface RunningBroker {
   tenants(): string[];
   /** Core's metrics of one tenant (connections, sessions, subscriptions, traffic, drops, retained). */
   tenantMetrics(tenantId: string): TenantMetrics;
+  /** MQTT connections open now, CONNACK or not (diagnostics and tests). */
+  openConnections(): number;
   /** Close listeners and connections, then plugins. Safe to call twice. */
   stop(reason?: string): Promise<void>;
 }
@@ -54,6 +59,8 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
   container.register(RUNTIME_TOKENS.TenantUsage, { useValue: usage });
   container.register(RUNTIME_TOKENS.TimerWheel, { useValue: wheel });
 
+  // Created private, before a plugin creates it with the process's umask (made private below otherwise).
+  await fs.mkdir(config.dataDir, { recursive: true, mode: DATA_DIR_MODE }).catch(() => undefined);
   let host;
   try {
     host = await loadPlugins(config, logger, usage);
@@ -61,6 +68,10 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     wheel.close();
     throw err;
   }
+  // The data directory is private (0700, files 0600): what the plugins just created in it included.
+  await secureDataDir(config.dataDir, logger).catch((err: unknown) =>
+    logger.warn({ dataDir: config.dataDir, err: describeError(err) }, `cannot secure the data directory ${config.dataDir}`),
+  );
   registerPluginHost(container, host);
   for (const p of host.plugins) {
     logger.info(
@@ -86,6 +97,16 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
   const listeners = bound.map(({ name, type, host: h, port }) => ({ name, type, host: h, port }));
   for (const l of listeners)
     logger.info({ listener: l.name, type: l.type, host: l.host, port: l.port }, `listening: ${l.type}://${l.host}:${l.port} (${l.name})`);
+  if (config.plugins.auth.length === 0) {
+    const exposed = listeners.filter((l) => !isLoopbackHost(l.host));
+    // Only possible with the opt-in (BIFRO_CONFIG_ANONYMOUS_EXPOSED otherwise): said loudly at every start.
+    if (exposed.length > 0)
+      logger.warn(
+        { listeners: exposed.map((l) => l.name), setting: 'security.allowAnonymousOnPublicInterfaces' },
+        `THE DEV-ONLY ALLOW-ALL AUTH IS EXPOSED BEYOND LOOPBACK on ${exposed.map((l) => `${l.host}:${l.port}`).join(', ')} ` +
+          '(security.allowAnonymousOnPublicInterfaces: true): anyone who can reach these ports is accepted without credentials. Configure plugins.auth.',
+      );
+  }
 
   let stopping: Promise<void> | undefined;
   return {
@@ -93,6 +114,7 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     plugins: host.plugins,
     tenants: () => [...usage.tenantIds()],
     tenantMetrics: (tenantId) => usage.metrics(tenantId),
+    openConnections: () => container.resolve(Engine).connections.size,
     stop(reason = 'stop requested') {
       stopping ??= (async () => {
         logger.info({ reason }, 'broker stopping');

@@ -48,6 +48,12 @@ export const CONFIG_ERRORS = defineErrors({
     remedy:
       'Use `workers: 1` with such listeners, or terminate TLS / WebSocket in a proxy in front of tcp listeners (with `proxyProtocol: true` to keep the client address); see docs/multicore.md.',
   },
+  BIFRO_CONFIG_ANONYMOUS_EXPOSED: {
+    summary:
+      'A listener binds a non-loopback host (0.0.0.0, ::, an external address or a host name) while no auth plugin is configured, so the dev-only allow-all auth would accept anyone who can reach it.',
+    remedy:
+      'Configure an auth plugin in `plugins.auth`, or bind the listener to 127.0.0.1 (the default without auth), or, for a trusted network only, opt in with `security.allowAnonymousOnPublicInterfaces: true` (logged at warn at every start).',
+  },
   BIFRO_CONFIG_INVALID: {
     summary: 'The configuration has several problems; each is listed with its own code.',
     remedy: 'Fix every problem listed; the broker reports all of them at once.',

@@ -52,7 +52,24 @@ export interface RawConfig {
     readonly maxClientIdLength?: number;
     readonly writeHighWaterBytes?: number;
     readonly slowConsumerTimeoutMs?: number;
+    readonly maxQueuedBytesPerConnection?: number;
     readonly redirectCheckIntervalMs?: number;
+    readonly maxKeepAliveSeconds?: number;
+    readonly packetTimeoutMs?: number;
+  } | null;
+  readonly security?: {
+    readonly allowAnonymousOnPublicInterfaces?: boolean;
+    readonly connectionRate?: {
+      readonly perAddressPerSecond?: number;
+      readonly burst?: number;
+      readonly maxTrackedAddresses?: number;
+    } | null;
+    readonly flapping?: {
+      readonly maxDisconnects?: number;
+      readonly windowSeconds?: number;
+      readonly banSeconds?: number;
+      readonly maxTrackedClients?: number;
+    } | null;
   } | null;
   readonly log?: {
     readonly level?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -76,6 +93,10 @@ const BOOLEAN = { type: 'boolean', expected: 'true or false' } as const;
 
 function milliseconds(min: number, max: number): Record<string, unknown> {
   return { type: 'integer', minimum: min, maximum: max, expected: `integer ${min}..${max} (milliseconds)` };
+}
+
+function integer(min: number, max: number, unit = ''): Record<string, unknown> {
+  return { type: 'integer', minimum: min, maximum: max, expected: `integer ${min}..${max}${unit}` };
 }
 
 const PLUGIN_REF_OBJECT = {
@@ -173,14 +194,48 @@ export const CONFIG_SCHEMA = {
     },
     mqtt: {
       type: ['object', 'null'],
-      expected: 'a map {connectTimeoutMs, maxClientIdLength, writeHighWaterBytes, slowConsumerTimeoutMs, redirectCheckIntervalMs}',
+      expected:
+        'a map {connectTimeoutMs, maxClientIdLength, writeHighWaterBytes, slowConsumerTimeoutMs, maxQueuedBytesPerConnection, redirectCheckIntervalMs, maxKeepAliveSeconds, packetTimeoutMs}',
       additionalProperties: false,
       properties: {
         connectTimeoutMs: milliseconds(100, 3600000),
         maxClientIdLength: { type: 'integer', minimum: 1, maximum: 65535, expected: 'integer 1..65535' },
         writeHighWaterBytes: { type: 'integer', minimum: 16384, maximum: 1073741824, expected: 'integer 16384..1073741824' },
         slowConsumerTimeoutMs: milliseconds(1000, 3600000),
+        maxQueuedBytesPerConnection: { type: 'integer', minimum: 65536, maximum: 1073741824, expected: 'integer 65536..1073741824' },
         redirectCheckIntervalMs: milliseconds(0, 86400000),
+        // Server Keep Alive is a two-byte integer (§3.2.2.3.14): 1..65535 seconds.
+        maxKeepAliveSeconds: { type: 'integer', minimum: 1, maximum: 65535, expected: 'integer 1..65535 (seconds)' },
+        packetTimeoutMs: milliseconds(100, 3600000),
+      },
+    },
+    security: {
+      type: ['object', 'null'],
+      expected: 'a map {allowAnonymousOnPublicInterfaces, connectionRate, flapping}',
+      additionalProperties: false,
+      properties: {
+        allowAnonymousOnPublicInterfaces: BOOLEAN,
+        connectionRate: {
+          type: ['object', 'null'],
+          expected: 'a map {perAddressPerSecond, burst, maxTrackedAddresses}',
+          additionalProperties: false,
+          properties: {
+            perAddressPerSecond: integer(0, 1000000, ' (connections per second per address; 0 = no limit)'),
+            burst: integer(1, 10000000, ' (connections)'),
+            maxTrackedAddresses: integer(1000, 100000000, ' (addresses)'),
+          },
+        },
+        flapping: {
+          type: ['object', 'null'],
+          expected: 'a map {maxDisconnects, windowSeconds, banSeconds, maxTrackedClients}',
+          additionalProperties: false,
+          properties: {
+            maxDisconnects: integer(0, 1000000, ' (disconnects; 0 = no flapping detection)'),
+            windowSeconds: integer(1, 86400, ' (seconds)'),
+            banSeconds: integer(1, 604800, ' (seconds)'),
+            maxTrackedClients: integer(1000, 100000000, ' (client ids)'),
+          },
+        },
       },
     },
     log: {

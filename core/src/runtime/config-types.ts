@@ -60,8 +60,45 @@ export interface MqttConfig {
   readonly writeHighWaterBytes: number;
   /** A subscriber whose socket stays over the high-water mark this long is disconnected. */
   readonly slowConsumerTimeoutMs: number;
+  /**
+   * Most message bytes (payload + topic) waiting in memory for one connection: its session queue
+   * plus its socket's write buffer. Past it the session queue drops by QoS0DropOldest (reason `queue-bytes`).
+   */
+  readonly maxQueuedBytesPerConnection: number;
   /** How often the client balancer is asked again about every connected client (0: only at CONNECT). */
   readonly redirectCheckIntervalMs: number;
+  /**
+   * Server keep alive ceiling (seconds): a keep alive of 0 or above it becomes this value, told to
+   * v5 clients as Server Keep Alive [MQTT-3.2.2-21] and enforced on v3 clients as an idle limit of
+   * 1.5 × this value (docs/security.md § Time limits).
+   */
+  readonly maxKeepAliveSeconds: number;
+  /** A packet not complete this long after its first byte arrived closes the connection (after CONNACK; before it, connectTimeoutMs). */
+  readonly packetTimeoutMs: number;
+}
+
+/** Connection floods, flapping and exposure of the dev-only auth (docs/security.md). */
+export interface SecurityConfig {
+  /** Allow listeners on non-loopback hosts while the dev-only allow-all auth is in use (plugins.auth empty). */
+  readonly allowAnonymousOnPublicInterfaces: boolean;
+  /** Token bucket per remote address, checked when a connection is accepted. */
+  readonly connectionRate: {
+    /** Connections per second per address; 0 = no limit. */
+    readonly perAddressPerSecond: number;
+    /** Connections an address may open at once after being quiet. */
+    readonly burst: number;
+    /** Most addresses tracked at once (idle ones are swept, the oldest evicted when full). */
+    readonly maxTrackedAddresses: number;
+  };
+  /** Temporary ban of a client id (per tenant) whose connections keep ending. */
+  readonly flapping: {
+    /** Connection ends within the window that ban the client id; 0 = off. */
+    readonly maxDisconnects: number;
+    readonly windowSeconds: number;
+    readonly banSeconds: number;
+    /** Most client ids tracked at once. */
+    readonly maxTrackedClients: number;
+  };
 }
 
 export interface LogConfig {
@@ -90,6 +127,7 @@ export interface BrokerConfig {
   readonly listeners: readonly ListenerConfig[];
   readonly plugins: PluginsConfig;
   readonly mqtt: MqttConfig;
+  readonly security: SecurityConfig;
   readonly log: LogConfig;
 }
 

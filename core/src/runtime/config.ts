@@ -22,7 +22,11 @@
  * defaults to `<dataDir>/bifro.pid`, following a dataDir changed by the environment or --data-dir.
  *
  * `--port N` / BIFRO_PORT set the port of the first tcp listener, adding a tcp listener named
- * "tcp" on 0.0.0.0 when the configuration has none.
+ * "tcp" on the default host when the configuration has none.
+ *
+ * A listener without `host` binds 0.0.0.0 when an auth plugin is configured, and 127.0.0.1 when
+ * none is (the dev-only allow-all auth); a non-loopback host without an auth plugin is an error
+ * (BIFRO_CONFIG_ANONYMOUS_EXPOSED) unless `security.allowAnonymousOnPublicInterfaces` is true.
  *
  * Every problem is collected (schema, listeners, environment, overrides) and thrown together as
  * one {@link ConfigError}; each message names the file and line, the key path and what was expected.
@@ -32,10 +36,11 @@ import os from 'node:os';
 import path from 'node:path';
 import Ajv, { type ErrorObject } from 'ajv';
 import { LineCounter, isMap, isScalar, isSeq, parseDocument, type Document, type Node as YamlNode } from 'yaml';
-import type { BrokerConfig, ListenerConfig, PluginRef, PluginsConfig } from './config-types';
+import type { BrokerConfig, ListenerConfig, PluginRef, PluginsConfig, SecurityConfig } from './config-types';
 import { ConfigError, type ConfigErrorCode, type ConfigIssue } from './config-errors';
 import { CONFIG_SCHEMA, MAX_WORKERS, NODE_ID_PATTERN, type RawConfig, type RawListener, type RawPluginRef } from './config-schema';
 import { readEnvOverrides } from './env-overrides';
+import { isLoopbackHost } from '../security/secure-defaults';
 
 export { ConfigError } from './config-errors';
 export type { ConfigIssue } from './config-errors';
@@ -64,12 +69,35 @@ export interface LoadConfigOptions {
 export const DEFAULT_CONFIG_FILE = path.join('conf', 'bifro.yml');
 /** The port a listener gets when it names none. */
 export const DEFAULT_PORTS: Readonly<Record<ListenerConfig['type'], number>> = { tcp: 1883, tls: 8883, ws: 8083, wss: 8084 };
+/** The host a listener binds when it names none and an auth plugin is configured. */
 export const DEFAULT_HOST = '0.0.0.0';
+/** The host a listener binds when it names none and no auth plugin is configured (dev-only allow-all auth). */
+export const DEFAULT_ANONYMOUS_HOST = '127.0.0.1';
+/** `security` when the file says nothing (docs/security.md). */
+export const DEFAULT_SECURITY: SecurityConfig = {
+  allowAnonymousOnPublicInterfaces: false,
+  connectionRate: { perAddressPerSecond: 1000, burst: 2000, maxTrackedAddresses: 100_000 },
+  flapping: { maxDisconnects: 15, windowSeconds: 60, banSeconds: 300, maxTrackedClients: 100_000 },
+};
 export const DEFAULT_WS_PATH = '/mqtt';
 export const DEFAULT_INIT_TIMEOUT_MS = 10_000;
 export const DEFAULT_CALL_TIMEOUT_MS = 5_000;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 export const DEFAULT_MAX_CLIENT_ID_LENGTH = 65_535;
+/**
+ * mqtt.maxKeepAliveSeconds: one hour. Above AWS IoT Core's 1200 s and Azure IoT Hub's 1767 s, so
+ * clients tuned for those keep their value, far below MQTT's 65535 s (18 h) so a silent or
+ * keep-alive-0 connection is dropped within 90 minutes (docs/security.md § Time limits).
+ */
+export const DEFAULT_MAX_KEEP_ALIVE_SECONDS = 3600;
+/** mqtt.packetTimeoutMs: a packet must be complete 30 s after its first byte (4 MiB at ~1.1 Mbit/s). */
+export const DEFAULT_PACKET_TIMEOUT_MS = 30_000;
+/**
+ * mqtt.maxQueuedBytesPerConnection: twice the default largest payload (MaxUserPayloadBytes, 4 MiB),
+ * so the socket's buffer (writeHighWaterBytes, 1 MiB, plus the packet written under it) and one
+ * more message of the largest size fit; two stalled subscribers then hold ~20 MiB, not ~1 GB.
+ */
+export const DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION = 8 * 1024 * 1024;
 
 /** The node id used when none is configured: the host name made safe, or "bifro-1". */
 export function defaultNodeId(): string {
@@ -108,6 +136,7 @@ export async function loadConfig(opts: LoadConfigOptions): Promise<BrokerConfig>
   const late = [
     ...checkDuplicateListeners(config.listeners, where),
     ...checkWorkerListeners(config, overrides.workers !== undefined, where),
+    ...checkAnonymousExposure(config, where),
     ...(await checkTlsFiles(config.listeners, where)),
   ];
   if (late.length > 0) throw new ConfigError(late, file);
@@ -461,6 +490,25 @@ function checkWorkerListeners(config: BrokerConfig, fromOption: boolean, where: 
   );
 }
 
+/**
+ * Without an auth plugin every client is accepted (dev-only allow-all): such a broker listens on
+ * loopback only, unless `security.allowAnonymousOnPublicInterfaces` opts in.
+ */
+function checkAnonymousExposure(config: BrokerConfig, where: Locator): ConfigIssue[] {
+  if (config.plugins.auth.length > 0 || config.security.allowAnonymousOnPublicInterfaces) return [];
+  return config.listeners.flatMap((listener, i) =>
+    isLoopbackHost(listener.host)
+      ? []
+      : [
+          where.issue(
+            'BIFRO_CONFIG_ANONYMOUS_EXPOSED',
+            ['listeners', i, 'host'],
+            `listener "${listener.name}" would expose the DEV-ONLY allow-all auth on ${listener.host} (plugins.auth is empty, so every client is accepted); configure plugins.auth, bind 127.0.0.1, or opt in with security.allowAnonymousOnPublicInterfaces: true`,
+          ),
+        ],
+  );
+}
+
 async function checkTlsFiles(listeners: readonly ListenerConfig[], where: Locator): Promise<ConfigIssue[]> {
   const issues: ConfigIssue[] = [];
   for (const [i, listener] of listeners.entries()) {
@@ -534,9 +582,11 @@ function build(raw: RawConfig, ctx: BuildContext): BrokerConfig {
   const workers = overrides.workers ?? raw.workers;
 
   const rawListeners: readonly RawListener[] = raw.listeners ?? [{ name: 'tcp', type: 'tcp' }];
-  const listeners = rawListeners.map((l, i) => buildListener(l, i, rawListeners, fromFile));
+  // No auth plugin: the dev-only allow-all auth, reachable from this machine only (docs/security.md).
+  const defaultHost = (raw.plugins?.auth ?? []).length === 0 ? DEFAULT_ANONYMOUS_HOST : DEFAULT_HOST;
+  const listeners = rawListeners.map((l, i) => buildListener(l, i, rawListeners, fromFile, defaultHost));
   const port = overrides.port ?? env.port;
-  if (port !== undefined) applyPort(listeners, port);
+  if (port !== undefined) applyPort(listeners, port, defaultHost);
 
   const plugins = raw.plugins ?? {};
   const pluginsConfig: PluginsConfig = {
@@ -570,15 +620,45 @@ function build(raw: RawConfig, ctx: BuildContext): BrokerConfig {
       maxClientIdLength: raw.mqtt?.maxClientIdLength ?? DEFAULT_MAX_CLIENT_ID_LENGTH,
       writeHighWaterBytes: raw.mqtt?.writeHighWaterBytes ?? 1048576,
       slowConsumerTimeoutMs: raw.mqtt?.slowConsumerTimeoutMs ?? 30000,
+      maxQueuedBytesPerConnection: raw.mqtt?.maxQueuedBytesPerConnection ?? DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION,
       redirectCheckIntervalMs: raw.mqtt?.redirectCheckIntervalMs ?? 60000,
+      maxKeepAliveSeconds: raw.mqtt?.maxKeepAliveSeconds ?? DEFAULT_MAX_KEEP_ALIVE_SECONDS,
+      packetTimeoutMs: raw.mqtt?.packetTimeoutMs ?? DEFAULT_PACKET_TIMEOUT_MS,
     },
+    security: buildSecurity(raw.security),
     log: pretty === undefined ? { level } : { level, pretty },
   };
 }
 
 type MutableListener = { -readonly [K in keyof ListenerConfig]: ListenerConfig[K] };
 
-function buildListener(l: RawListener, index: number, all: readonly RawListener[], fromFile: (p: string) => string): MutableListener {
+function buildSecurity(raw: RawConfig['security']): SecurityConfig {
+  const d = DEFAULT_SECURITY;
+  const rate = raw?.connectionRate ?? {};
+  const flap = raw?.flapping ?? {};
+  return {
+    allowAnonymousOnPublicInterfaces: raw?.allowAnonymousOnPublicInterfaces ?? d.allowAnonymousOnPublicInterfaces,
+    connectionRate: {
+      perAddressPerSecond: rate.perAddressPerSecond ?? d.connectionRate.perAddressPerSecond,
+      burst: rate.burst ?? d.connectionRate.burst,
+      maxTrackedAddresses: rate.maxTrackedAddresses ?? d.connectionRate.maxTrackedAddresses,
+    },
+    flapping: {
+      maxDisconnects: flap.maxDisconnects ?? d.flapping.maxDisconnects,
+      windowSeconds: flap.windowSeconds ?? d.flapping.windowSeconds,
+      banSeconds: flap.banSeconds ?? d.flapping.banSeconds,
+      maxTrackedClients: flap.maxTrackedClients ?? d.flapping.maxTrackedClients,
+    },
+  };
+}
+
+function buildListener(
+  l: RawListener,
+  index: number,
+  all: readonly RawListener[],
+  fromFile: (p: string) => string,
+  defaultHost: string,
+): MutableListener {
   const type = l.type ?? 'tcp';
   const sameType = all.filter((o) => (o.type ?? 'tcp') === type);
   const name =
@@ -586,7 +666,7 @@ function buildListener(l: RawListener, index: number, all: readonly RawListener[
   const listener: MutableListener = {
     name,
     type,
-    host: l.host ?? DEFAULT_HOST,
+    host: l.host ?? defaultHost,
     port: l.port ?? DEFAULT_PORTS[type],
     proxyProtocol: l.proxyProtocol ?? false,
   };
@@ -604,7 +684,7 @@ function buildListener(l: RawListener, index: number, all: readonly RawListener[
 }
 
 /** --port / BIFRO_PORT: the first tcp listener gets the port; without one, a tcp listener is added. */
-function applyPort(listeners: MutableListener[], port: number): void {
+function applyPort(listeners: MutableListener[], port: number, host: string): void {
   const tcp = listeners.find((l) => l.type === 'tcp');
   if (tcp) {
     tcp.port = port;
@@ -613,7 +693,7 @@ function applyPort(listeners: MutableListener[], port: number): void {
   const names = new Set(listeners.map((l) => l.name));
   let name = 'tcp';
   for (let n = 2; names.has(name); n++) name = `tcp-${n}`;
-  listeners.push({ name, type: 'tcp', host: DEFAULT_HOST, port, proxyProtocol: false });
+  listeners.push({ name, type: 'tcp', host, port, proxyProtocol: false });
 }
 
 function pluginRef(ref: RawPluginRef): PluginRef {

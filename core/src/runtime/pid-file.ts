@@ -77,13 +77,13 @@ export async function readPidFile(file: string): Promise<number | undefined> {
  */
 export async function writePidFile(file: string, pid: number = process.pid): Promise<void> {
   try {
-    await fs.mkdir(path.dirname(file), { recursive: true });
+    await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
   } catch (err) {
     throw writeFailed(file, err);
   }
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      await fs.writeFile(file, `${pid}\n`, { flag: 'wx', mode: 0o644 });
+      await fs.writeFile(file, `${pid}\n`, { flag: 'wx', mode: 0o600 });
       return;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw writeFailed(file, err);

@@ -68,6 +68,10 @@ export interface SessionLink {
   readonly receiveMaximum: number;
   /** false while the socket's write buffer is over its high-water mark. */
   writable(): boolean;
+  /** Bytes waiting in the socket's write buffer. */
+  bufferedBytes(): number;
+  /** Most bytes that may wait in memory for this connection: its session queue plus {@link bufferedBytes} (mqtt.maxQueuedBytesPerConnection). */
+  readonly maxQueuedBytes: number;
   /** Write a PUBLISH. Returns false when it was dropped (larger than the client's Maximum Packet Size). */
   sendPublish(delivery: Delivery, packetId: number, dup: boolean): boolean;
   sendPubrel(packetId: number): void;
@@ -78,8 +82,10 @@ export interface SessionLink {
 /** The broker services a session reports to. */
 export interface SessionHost {
   readonly persistence: SessionPersistence;
-  /** Most queued deliveries and what to drop when full, for this session's tenant (SessionInboxSize, QoS0DropOldest). */
-  queueLimit(tenantId: string): { readonly maxSize: number; readonly dropOldest: boolean };
+  /** Most queued deliveries and bytes, and what to drop when full, for this session's tenant (SessionInboxSize, MaxTenantQueuedBytes, QoS0DropOldest). */
+  queueLimit(tenantId: string): QueueLimit;
+  /** Message bytes queued in memory for all of the session's tenant's sessions (its TotalSessionMemoryBytes). */
+  tenantQueuedBytes(session: Session): number;
   /** A delivery was dropped. */
   dropped(session: Session, delivery: Delivery, reason: DropReason): void;
   /** Whether the session's tenant has room for more of a quota resource; reports `resourceExhausted` when not. */
@@ -107,11 +113,26 @@ export interface SessionWill {
   readonly delaySeconds: number;
 }
 
-/** Why a delivery was dropped. */
-export type DropReason = 'queue-full' | 'expired' | 'too-large' | 'quota' | 'resends-exhausted';
+/** A tenant's queue policy. */
+export interface QueueLimit {
+  /** SessionInboxSize: most deliveries queued for one session. */
+  readonly maxSize: number;
+  /** QoS0DropOldest: drop the oldest queued delivery (true) or the new one (false). */
+  readonly dropOldest: boolean;
+  /** MaxTenantQueuedBytes: most message bytes queued in memory for the tenant's sessions together (0: no bound). */
+  readonly maxTenantBytes: number;
+}
 
-/** How many inbox entries one read takes. */
+/**
+ * Why a delivery was dropped. `queue-bytes`: the connection's queue plus socket buffer would pass
+ * mqtt.maxQueuedBytesPerConnection; `tenant-queue-bytes`: the tenant's queues would pass MaxTenantQueuedBytes.
+ */
+export type DropReason = 'queue-full' | 'queue-bytes' | 'tenant-queue-bytes' | 'expired' | 'too-large' | 'quota' | 'resends-exhausted';
+
+/** Most inbox entries one read takes. */
 const INBOX_READ_BATCH = 256;
+/** Entries the first inbox read of a session takes, before the size of its messages is known. */
+const INBOX_FIRST_READ = 16;
 
 /**
  * The state of one MQTT session, keyed by (tenantId, clientId): subscriptions, outbound QoS 1/2
@@ -157,6 +178,8 @@ export class Session implements WheelEntry {
   /** Persistent sessions: entries in the storage inbox not yet moved to inflight, and the last seq moved. */
   inboxBacklog = 0;
   private inboxCursor = 0;
+  /** Entries the next inbox read takes: about one connection's queued-bytes bound of messages of the last read's average size. */
+  private inboxReadMax = INBOX_FIRST_READ;
   private pumping = false;
   private nextPacketId = 1;
   /** Retained lookups in progress for new subscriptions, and the live deliveries waiting behind them. */
@@ -392,6 +415,11 @@ export class Session implements WheelEntry {
       if (d.qos === 0) link.sendPublish(d, 0, false);
       else this.send(link, d);
     }
+    this.compact();
+  }
+
+  /** Release the slots of deliveries taken from the head of the queue. */
+  private compact(): void {
     if (this.queueHead === this.queue.length) {
       this.queue = [];
       this.queueHead = 0;
@@ -399,6 +427,11 @@ export class Session implements WheelEntry {
       this.queue = this.queue.slice(this.queueHead);
       this.queueHead = 0;
     }
+  }
+
+  /** Message bytes this session holds in its memory queue. */
+  get memoryBytes(): number {
+    return this.queuedBytes;
   }
 
   /** Drop everything queued and in flight (clean start, session end). */
@@ -529,23 +562,31 @@ export class Session implements WheelEntry {
         if (link === undefined || this.inboxBacklog <= 0 || !link.writable()) break;
         const room = link.receiveMaximum - this.inflight.size;
         if (room <= 0) break;
-        const entries = await this.host.persistence.read(this, this.inboxCursor, Math.min(room, INBOX_READ_BATCH));
+        const entries = await this.host.persistence.read(this, this.inboxCursor, Math.min(room, this.inboxReadMax));
         if (entries.length === 0) {
           this.inboxBacklog = 0;
           break;
         }
         const records: InflightRecord[] = [];
         const now = Date.now();
+        let readBytes = 0;
+        let seen = 0;
+        let moved = 0;
         for (const e of entries) {
+          const d = fromInboxMessage(e);
+          readBytes += d.msg.size;
+          seen++;
+          const current = this.link;
+          // The socket filled up: the rest stays in the inbox (read again later), not in the socket's buffer [SEC-MEM-1].
+          if (current !== undefined && moved > 0 && !current.writable()) break;
+          moved++;
           this.inboxCursor = e.seq;
           this.inboxBacklog--;
-          const d = fromInboxMessage(e);
           this.accountInbox(-d.msg.size);
           if (d.msg.expired(now)) {
             this.host.dropped(this, d, 'expired');
             continue;
           }
-          const current = this.link;
           if (d.qos === 0) {
             current?.sendPublish(d, 0, false);
             continue;
@@ -555,6 +596,8 @@ export class Session implements WheelEntry {
           records.push({ packetId, phase: 'publish', message: e });
           if (current !== undefined && !current.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
         }
+        // Large messages: fewer per read, so a read holds about one connection bound of them.
+        this.inboxReadMax = Math.max(1, Math.min(INBOX_READ_BATCH, Math.floor((link.maxQueuedBytes * seen) / Math.max(1, readBytes))));
         const p = this.host.persistence;
         await Promise.all([records.length > 0 ? p.putInflight(this, records) : undefined, p.commit(this, this.inboxCursor)]);
       }
@@ -588,7 +631,12 @@ export class Session implements WheelEntry {
     if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
   }
 
-  /** Queue in memory, within SessionInboxSize (QoS0DropOldest) and the tenant's TotalSessionMemoryBytes. */
+  /**
+   * Queue in memory, within SessionInboxSize, the connection's queued-bytes bound (this queue plus
+   * the socket's write buffer, mqtt.maxQueuedBytesPerConnection) [SEC-MEM-1], the tenant's
+   * MaxTenantQueuedBytes [SEC-MEM-2] and its TotalSessionMemoryBytes quota. QoS0DropOldest decides
+   * what goes [SEC-MEM-3]: the new delivery, or the oldest queued ones until the new one fits.
+   */
   private enqueue(d: Delivery): void {
     if (!this.host.hasRoom(this, 'TotalSessionMemoryBytes')) {
       this.host.dropped(this, d, 'quota');
@@ -600,13 +648,42 @@ export class Session implements WheelEntry {
         this.host.dropped(this, d, 'queue-full');
         return;
       }
-      const oldest = this.queue[this.queueHead]!;
-      this.queue[this.queueHead++] = undefined as unknown as Delivery;
-      this.accountQueued(-oldest.msg.size);
-      this.host.dropped(this, oldest, 'queue-full');
+      this.dropOldestQueued('queue-full');
+      this.compact();
+    }
+    const size = d.msg.size;
+    const link = this.link;
+    if (link !== undefined) {
+      const room = link.maxQueuedBytes - link.bufferedBytes() - size;
+      if (this.queuedBytes > room && !this.makeRoom(room, limit.dropOldest, 'queue-bytes', d)) return;
+    }
+    if (limit.maxTenantBytes > 0) {
+      const room = limit.maxTenantBytes - size - (this.host.tenantQueuedBytes(this) - this.queuedBytes);
+      if (this.queuedBytes > room && !this.makeRoom(room, limit.dropOldest, 'tenant-queue-bytes', d)) return;
     }
     this.queue.push(d);
-    this.accountQueued(d.msg.size);
+    this.accountQueued(size);
+  }
+
+  /**
+   * Bring this session's queued bytes down to `room` by dropping its oldest deliveries (dropOldest),
+   * or drop `d` (not dropOldest, or not even an empty queue would make room). Returns whether `d` may be queued.
+   */
+  private makeRoom(room: number, dropOldest: boolean, reason: DropReason, d: Delivery): boolean {
+    if (!dropOldest || room < 0) {
+      this.host.dropped(this, d, reason);
+      return false;
+    }
+    while (this.queuedBytes > room && this.queueHead < this.queue.length) this.dropOldestQueued(reason);
+    this.compact();
+    return true;
+  }
+
+  private dropOldestQueued(reason: DropReason): void {
+    const oldest = this.queue[this.queueHead]!;
+    this.queue[this.queueHead++] = undefined as unknown as Delivery;
+    this.accountQueued(-oldest.msg.size);
+    this.host.dropped(this, oldest, reason);
   }
 
   private accountQueued(delta: number): void {

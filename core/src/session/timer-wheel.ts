@@ -33,10 +33,27 @@ export class TimerWheel {
     this.place(entry, deadline, Date.now());
   }
 
+  /**
+   * Make sure the entry is looked at by `deadline`: it is placed there unless it already sits in
+   * that slot or an earlier one (an entry has one slot; its callback computes the next deadline).
+   */
+  scheduleBy(entry: WheelEntry, deadline: number): void {
+    const from = Date.now();
+    if (entry.wheelSlot >= 0) {
+      const n = this.slots.length;
+      if ((entry.wheelSlot - this.cursor + n) % n <= this.steps(deadline, from)) return;
+    }
+    this.place(entry, deadline, from);
+  }
+
+  /** Slots from the cursor to the one `deadline` falls in (at least 1, at most one turn). */
+  private steps(deadline: number, from: number): number {
+    return Math.max(1, Math.min(this.slots.length - 1, Math.ceil((deadline - from) / this.slotMs)));
+  }
+
   private place(entry: WheelEntry, deadline: number, from: number): void {
     this.cancel(entry);
-    const steps = Math.max(1, Math.min(this.slots.length - 1, Math.ceil((deadline - from) / this.slotMs)));
-    const slot = (this.cursor + steps) % this.slots.length;
+    const slot = (this.cursor + this.steps(deadline, from)) % this.slots.length;
     this.slots[slot]!.add(entry);
     entry.wheelSlot = slot;
   }

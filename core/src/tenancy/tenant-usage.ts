@@ -17,8 +17,12 @@ export const COUNTER = {
   messagesDropped: 4,
   /** Live sessions, transient and persistent (a gauge). */
   sessions: 5,
+  /** Message bytes (payload + topic) of the dropped deliveries counted by messagesDropped. */
+  bytesDropped: 6,
+  /** Deliveries dropped because a queued-bytes bound was reached (mqtt.maxQueuedBytesPerConnection, MaxTenantQueuedBytes). */
+  queueBytesDropped: 7,
 } as const;
-const COUNTER_COUNT = 6;
+const COUNTER_COUNT = 8;
 
 /**
  * One tenant's usage. Hot paths (a connection's deliveries) keep a reference to it, so counting is
@@ -64,6 +68,10 @@ export interface TenantMetrics {
   readonly bytesOut: number;
   /** Deliveries dropped: queue full, expired, too large, quota, resends exhausted, fan-out caps. */
   readonly messagesDropped: number;
+  /** Message bytes (payload + topic) of the dropped deliveries that were counted per delivery (not the fan-out caps). */
+  readonly bytesDropped: number;
+  /** Of messagesDropped: deliveries dropped by a queued-bytes bound (`queue-bytes`, `tenant-queue-bytes`). */
+  readonly queueBytesDropped: number;
   readonly retainedMessages: number;
   readonly retainedBytes: number;
   /** Message bytes waiting in memory queues of transient sessions. */
@@ -138,6 +146,8 @@ export class TenantUsage implements TenantUsageReader {
       messagesOut: c[COUNTER.messagesOut]!,
       bytesOut: c[COUNTER.bytesOut]!,
       messagesDropped: c[COUNTER.messagesDropped]!,
+      bytesDropped: c[COUNTER.bytesDropped]!,
+      queueBytesDropped: c[COUNTER.queueBytesDropped]!,
       retainedMessages: v('TotalRetainTopics'),
       retainedBytes: v('TotalRetainedBytes'),
       sessionMemoryBytes: v('TotalSessionMemoryBytes'),

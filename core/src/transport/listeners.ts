@@ -30,6 +30,8 @@ export interface ListenerStats {
   httpRefusals: number;
   /** Connections dropped because the TLS handshake and/or WebSocket upgrade did not finish within the handshake timeout (an absolute deadline, so trickling bytes does not extend it). */
   handshakeTimeouts: number;
+  /** Connections closed at accept because {@link BindOptions.admit} refused their address (connection rate). */
+  refusedAtAccept: number;
 }
 
 /** A listener after it bound: the real port when 0 was configured. */
@@ -53,6 +55,12 @@ export interface BindOptions {
   readonly proxyHeaderTimeoutMs?: number;
   /** Default {@link HANDSHAKE_TIMEOUT_MS}. */
   readonly handshakeTimeoutMs?: number;
+  /**
+   * Asked once per TCP connection with the client's address (the PROXY header's when the listener
+   * reads one), before TLS, HTTP and MQTT: false closes the socket at once (the per-address
+   * connection rate, security.connectionRate). Default: every connection is admitted.
+   */
+  readonly admit?: (remoteAddress: string, listener: string) => boolean;
 }
 
 /** A TCP connection that is not yet an MQTT byte stream: waiting for its PROXY header, TLS handshake or WebSocket upgrade. */
@@ -101,12 +109,20 @@ class TransportListener implements BoundListener {
   readonly type: ListenerConfig['type'];
   readonly host: string;
   port = 0;
-  readonly stats: ListenerStats = { accepted: 0, proxyHeaderFailures: 0, tlsHandshakeFailures: 0, httpRefusals: 0, handshakeTimeouts: 0 };
+  readonly stats: ListenerStats = {
+    accepted: 0,
+    proxyHeaderFailures: 0,
+    tlsHandshakeFailures: 0,
+    httpRefusals: 0,
+    handshakeTimeouts: 0,
+    refusedAtAccept: 0,
+  };
   private readonly server: net.Server;
   private readonly pending = new Map<string, PendingConnection>();
   private readonly logger: Logger;
   private readonly proxyHeaderTimeoutMs: number;
   private readonly handshakeTimeoutMs: number;
+  private readonly admit: ((remoteAddress: string, listener: string) => boolean) | undefined;
   /** The next stage after the PROXY header: hands the raw socket to TLS / HTTP, or straight to MQTT. */
   private readonly nextStage: (conn: PendingConnection) => void;
 
@@ -122,6 +138,7 @@ class TransportListener implements BoundListener {
     this.logger = options.logger ?? SILENT;
     this.proxyHeaderTimeoutMs = options.proxyHeaderTimeoutMs ?? PROXY_HEADER_TIMEOUT_MS;
     this.handshakeTimeoutMs = handshakeTimeoutOf(options);
+    this.admit = options.admit;
     this.server = net.createServer({ noDelay: true }, (raw) => this.onTcpConnection(raw));
     this.nextStage = this.buildStages(tlsOptions);
   }
@@ -161,6 +178,8 @@ class TransportListener implements BoundListener {
   // ------------------------------------------------------------------------------ stage 0: TCP
 
   private onTcpConnection(raw: net.Socket): void {
+    // Without a PROXY header the socket's address is the client's: refuse a flood before anything else.
+    if (!this.config.proxyProtocol && !this.admitted(raw, raw.remoteAddress ?? '')) return;
     if (!this.config.proxyProtocol && this.type === 'tcp') {
       // The common case stays as lean as it was: no bookkeeping, no timer.
       this.handOver(raw, raw.remoteAddress ?? '', raw.remotePort ?? 0, undefined);
@@ -180,6 +199,14 @@ class TransportListener implements BoundListener {
     });
     if (this.config.proxyProtocol) this.readProxyHeader(conn);
     else this.nextStage(conn);
+  }
+
+  /** The connection-rate check: false when the socket was closed. */
+  private admitted(raw: net.Socket, remoteAddress: string): boolean {
+    if (this.admit === undefined || this.admit(remoteAddress, this.name)) return true;
+    this.stats.refusedAtAccept++;
+    raw.destroy();
+    return false;
   }
 
   private arm(conn: PendingConnection, ms: number, onTimeout: () => void): void {
@@ -217,6 +244,7 @@ class TransportListener implements BoundListener {
       if (received.length > result.length) raw.unshift(received.subarray(result.length));
       // LOCAL / UNKNOWN carry no client: the socket's own address stands.
       conn.client = result.header.source;
+      if (!this.admitted(raw, conn.client?.address ?? raw.remoteAddress ?? '')) return;
       this.nextStage(conn);
     };
     raw.on('data', onData);

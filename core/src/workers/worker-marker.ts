@@ -45,9 +45,9 @@ export async function checkWorkerCount(dataDir: string, workers: number): Promis
         { dataDir, recorded: 1, requested: workers },
       );
     }
-    await fs.mkdir(dataDir, { recursive: true });
+    await fs.mkdir(dataDir, { recursive: true, mode: 0o700 });
     const marker: Marker = { workers, assignment: TENANT_ASSIGNMENT };
-    await fs.writeFile(file, `${JSON.stringify(marker)}\n`);
+    await fs.writeFile(file, `${JSON.stringify(marker)}\n`, { mode: 0o600 });
     return;
   }
   const recorded = parseMarker(text);

@@ -2,6 +2,7 @@ import path from 'node:path';
 import type { Writable } from 'node:stream';
 import type { AuthRequest, ClientInfo, ResourceType, TenantUsageReader } from '@bifro/spi';
 import type { BrokerConfig, PluginRef, PluginsConfig } from '../../src/runtime/config-types';
+import { DEFAULT_SECURITY } from '../../src/runtime/config';
 import { createLogger, type Logger } from '../../src/runtime/logger';
 
 /** The fixture plugins, one folder per failure mode (test/fixtures/plugins). */
@@ -27,8 +28,12 @@ export function configWith(plugins: Partial<PluginsConfig>, overrides: Partial<B
       maxClientIdLength: 65535,
       writeHighWaterBytes: 1048576,
       slowConsumerTimeoutMs: 30000,
+      maxQueuedBytesPerConnection: 8388608,
       redirectCheckIntervalMs: 60000,
+      maxKeepAliveSeconds: 3600,
+      packetTimeoutMs: 30000,
     },
+    security: DEFAULT_SECURITY,
     log: { level: 'debug' },
     ...overrides,
     plugins: {

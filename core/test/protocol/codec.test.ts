@@ -58,6 +58,26 @@ describe('FrameReader', () => {
     reader.push(Buffer.alloc(100));
     expect(sink.frames).toEqual([]);
   });
+
+  it('tells since when a packet is partly received (partialSince, for mqtt.packetTimeoutMs), 0 when none is', () => {
+    const sink = new Frames();
+    const reader = new FrameReader(sink, 1 << 20);
+    const [a, b] = [packets[1]!, packets[3]!];
+    reader.push(a.subarray(0, 1), 100); // only the first header byte
+    expect(reader.partialSince).toBe(100);
+    reader.push(a.subarray(1, 50), 200); // the same packet goes on: its first byte still counts
+    expect(reader.partialSince).toBe(100);
+    reader.push(Buffer.concat([a.subarray(50), b.subarray(0, 3)]), 300); // a completes, b begins
+    expect(sink.frames.length).toBe(1);
+    expect(reader.partialSince).toBe(300);
+    reader.push(b.subarray(3), 400);
+    expect(sink.frames.length).toBe(2);
+    expect(reader.partialSince).toBe(0);
+    reader.push(Buffer.concat([a, b.subarray(0, 2)]), 500); // a whole packet, then b begins in the same chunk
+    expect(reader.partialSince).toBe(500);
+    reader.stop();
+    expect(reader.partialSince).toBe(0);
+  });
 });
 
 describe('PUBLISH codec', () => {

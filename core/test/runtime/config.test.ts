@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { BifroError } from '../../src/errors';
-import { ConfigError, defaultNodeId, formatKeyPath, loadConfig, type LoadConfigOptions } from '../../src/runtime/config';
+import { ConfigError, DEFAULT_SECURITY, defaultNodeId, formatKeyPath, loadConfig, type LoadConfigOptions } from '../../src/runtime/config';
 import { CONFIG_ERRORS, type ConfigIssue } from '../../src/runtime/config-errors';
 
 const REPO = path.resolve(__dirname, '..', '..', '..');
@@ -48,7 +48,8 @@ describe('loadConfig: sources', () => {
     expect(config.dataDir).toBe(path.join(REPO, 'data'));
     expect(config.pluginsDir).toBe(path.join(REPO, 'plugins'));
     expect(config.pidFile).toBe(path.join(REPO, 'data', 'bifro.pid'));
-    expect(config.listeners).toEqual([{ name: 'tcp', type: 'tcp', host: '0.0.0.0', port: 1883, proxyProtocol: false }]);
+    expect(config.listeners).toEqual([{ name: 'tcp', type: 'tcp', host: '127.0.0.1', port: 1883, proxyProtocol: false }]);
+    expect(config.security).toEqual(DEFAULT_SECURITY);
     expect(config.plugins.storage).toEqual({ use: '@bifro/plugin-storage-level', required: true, options: { sync: true } });
     expect(config.plugins.auth).toEqual([]);
     expect(config.log).toEqual({ level: 'info' });
@@ -80,7 +81,10 @@ plugins:
   events: [{ use: metrics }]
   storage: "@bifro/plugin-storage-memory"
   balancer: null
-mqtt: { connectTimeoutMs: 3000, maxClientIdLength: 23 }
+mqtt: { connectTimeoutMs: 3000, maxClientIdLength: 23, maxKeepAliveSeconds: 1200, packetTimeoutMs: 5000 }
+security:
+  connectionRate: { perAddressPerSecond: 0 }
+  flapping: { maxDisconnects: 5, windowSeconds: 10, banSeconds: 30, maxTrackedClients: 5000 }
 log: { level: debug, pretty: false }
 `,
     );
@@ -142,7 +146,15 @@ log: { level: debug, pretty: false }
         maxClientIdLength: 23,
         writeHighWaterBytes: 1048576,
         slowConsumerTimeoutMs: 30000,
+        maxQueuedBytesPerConnection: 8388608,
         redirectCheckIntervalMs: 60000,
+        maxKeepAliveSeconds: 1200,
+        packetTimeoutMs: 5000,
+      },
+      security: {
+        allowAnonymousOnPublicInterfaces: false,
+        connectionRate: { perAddressPerSecond: 0, burst: 2000, maxTrackedAddresses: 100000 },
+        flapping: { maxDisconnects: 5, windowSeconds: 10, banSeconds: 30, maxTrackedClients: 5000 },
       },
       log: { level: 'debug', pretty: false },
     });
@@ -157,15 +169,19 @@ log: { level: debug, pretty: false }
       dataDir: path.join(tmp, 'data'),
       pluginsDir: path.join(tmp, 'plugins'),
       pidFile: path.join(tmp, 'data', 'bifro.pid'),
-      listeners: [{ name: 'tcp', type: 'tcp', host: '0.0.0.0', port: 1883, proxyProtocol: false }],
+      listeners: [{ name: 'tcp', type: 'tcp', host: '127.0.0.1', port: 1883, proxyProtocol: false }],
       plugins: { packages: [], initTimeoutMs: 10000, callTimeoutMs: 5000, auth: [], acl: [], events: [] },
       mqtt: {
         connectTimeoutMs: 10000,
         maxClientIdLength: 65535,
         writeHighWaterBytes: 1048576,
         slowConsumerTimeoutMs: 30000,
+        maxQueuedBytesPerConnection: 8388608,
         redirectCheckIntervalMs: 60000,
+        maxKeepAliveSeconds: 3600,
+        packetTimeoutMs: 30000,
       },
+      security: DEFAULT_SECURITY,
       log: { level: 'info' },
     });
     expect(config.nodeId).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
@@ -308,7 +324,7 @@ describe('loadConfig: errors name file, line and key path', () => {
       ['BIFRO_CONFIG_DUPLICATE_LISTENER', 'listeners[1].name'],
       ['BIFRO_CONFIG_DUPLICATE_LISTENER', 'listeners[2].port'],
     ]);
-    expect(err.issues[1]?.message).toContain('127.0.0.1:1883 ("b") conflicts with listeners[0] ("a" on 0.0.0.0:1883)');
+    expect(err.issues[1]?.message).toContain('127.0.0.1:1883 ("b") conflicts with listeners[0] ("a" on 127.0.0.1:1883)');
   });
 
   it('names default listener names by type and position', async () => {
@@ -429,8 +445,8 @@ describe('loadConfig: environment and command-line overrides', () => {
     const f = write('wsonly.yml', 'listeners:\n  - { name: tcp, type: ws, port: 8080 }\n');
     const config = await loadConfig({ file: f, cwd: tmp, env: {}, overrides: { port: 0 } });
     expect(config.listeners).toEqual([
-      { name: 'tcp', type: 'ws', host: '0.0.0.0', port: 8080, path: '/mqtt', proxyProtocol: false },
-      { name: 'tcp-2', type: 'tcp', host: '0.0.0.0', port: 0, proxyProtocol: false },
+      { name: 'tcp', type: 'ws', host: '127.0.0.1', port: 8080, path: '/mqtt', proxyProtocol: false },
+      { name: 'tcp-2', type: 'tcp', host: '127.0.0.1', port: 0, proxyProtocol: false },
     ]);
   });
 
@@ -438,7 +454,7 @@ describe('loadConfig: environment and command-line overrides', () => {
     const f = write('collide.yml', 'listeners:\n  - { name: ws, type: ws, port: 8080 }\n  - { name: tcp }\n');
     const err = await failure({ file: f, cwd: tmp, env: {}, overrides: { port: 8080 } });
     expect(err.code).toBe('BIFRO_CONFIG_DUPLICATE_LISTENER');
-    expect(err.message).toContain('listeners[1].port: 0.0.0.0:8080 ("tcp") conflicts with listeners[0]');
+    expect(err.message).toContain('listeners[1].port: 127.0.0.1:8080 ("tcp") conflicts with listeners[0]');
   });
 
   it.each([
@@ -471,6 +487,76 @@ describe('loadConfig: environment and command-line overrides', () => {
     const f = write('both.yml', 'log: { level: loud }\n');
     const err = await failure({ file: f, cwd: tmp, env: { BIFRO_LOG_PRETTY: 'perhaps' } });
     expect(err.issues.map((i) => i.code)).toEqual(['BIFRO_CONFIG_INVALID_VALUE', 'BIFRO_CONFIG_ENV_INVALID']);
+  });
+});
+
+describe('loadConfig: secure defaults and security', () => {
+  it('binds loopback by default without an auth plugin, and every interface with one', async () => {
+    const anon = await loadConfig({ file: write('anon.yml', 'listeners:\n  - { type: tcp }\n  - { type: ws }\n'), cwd: tmp, env: {} });
+    expect(anon.listeners.map((l) => l.host)).toEqual(['127.0.0.1', '127.0.0.1']);
+    const authed = await loadConfig({
+      file: write('auth.yml', 'listeners:\n  - { type: tcp }\nplugins:\n  auth: [x]\n'),
+      cwd: tmp,
+      env: {},
+    });
+    expect(authed.listeners.map((l) => l.host)).toEqual(['0.0.0.0']);
+  });
+
+  it('refuses a public host with the dev-only allow-all auth, naming file, line, key and the opt-in', async () => {
+    const file = write(
+      'open.yml',
+      'listeners:\n  - { name: lan, host: 0.0.0.0, port: 1883 }\n  - { name: lo, host: 127.0.0.1, port: 1884 }\n',
+    );
+    const err = await failure({ file, cwd: tmp, env: {} });
+    expect(err.code).toBe('BIFRO_CONFIG_ANONYMOUS_EXPOSED');
+    expect(err.issues.map((i) => i.path)).toEqual(['listeners[0].host']);
+    expect(err.message).toContain(`${file}:2:`);
+    expect(err.message).toContain('listeners[0].host: listener "lan" would expose the DEV-ONLY allow-all auth on 0.0.0.0');
+    expect(err.message).toContain('security.allowAnonymousOnPublicInterfaces: true');
+  });
+
+  it('accepts a public host with the opt-in or with an auth plugin', async () => {
+    const opted = write('opt.yml', 'listeners:\n  - { host: 0.0.0.0 }\nsecurity: { allowAnonymousOnPublicInterfaces: true }\n');
+    expect((await loadConfig({ file: opted, cwd: tmp, env: {} })).listeners[0]!.host).toBe('0.0.0.0');
+    const authed = write('authed.yml', 'listeners:\n  - { host: "::" }\nplugins: { auth: [x] }\n');
+    expect((await loadConfig({ file: authed, cwd: tmp, env: {} })).listeners[0]!.host).toBe('::');
+  });
+
+  it('validates the security section', async () => {
+    const file = write(
+      'sec.yml',
+      'security:\n  connectionRate: { perAddressPerSecond: -1, burst: 0, burts: 3 }\n  flapping: { windowSeconds: 0 }\n  allowAnonymous: true\n',
+    );
+    const err = await failure({ file, cwd: tmp, env: {} });
+    expect(issue(err, 'BIFRO_CONFIG_INVALID_VALUE', 'security.connectionRate.perAddressPerSecond').message).toContain(
+      'expected integer 0..1000000 (connections per second per address; 0 = no limit), got -1',
+    );
+    issue(err, 'BIFRO_CONFIG_INVALID_VALUE', 'security.connectionRate.burst');
+    expect(issue(err, 'BIFRO_CONFIG_UNKNOWN_KEY', 'security.connectionRate.burts').message).toContain('did you mean "burst"');
+    issue(err, 'BIFRO_CONFIG_INVALID_VALUE', 'security.flapping.windowSeconds');
+    issue(err, 'BIFRO_CONFIG_UNKNOWN_KEY', 'security.allowAnonymous');
+  });
+
+  it('validates the time limits: mqtt.maxKeepAliveSeconds 1..65535, mqtt.packetTimeoutMs 100..3600000', async () => {
+    const file = write('limits.yml', 'mqtt: { maxKeepAliveSeconds: 0, packetTimeoutMs: 99 }\n');
+    const err = await failure({ file, cwd: tmp, env: {} });
+    expect(issue(err, 'BIFRO_CONFIG_INVALID_VALUE', 'mqtt.maxKeepAliveSeconds').message).toContain(
+      'expected integer 1..65535 (seconds), got 0',
+    );
+    expect(issue(err, 'BIFRO_CONFIG_INVALID_VALUE', 'mqtt.packetTimeoutMs').message).toContain(
+      'expected integer 100..3600000 (milliseconds), got 99',
+    );
+    const high = write('limits-high.yml', 'mqtt: { maxKeepAliveSeconds: 65536, packetTimeoutMs: 3600001 }\n');
+    const errHigh = await failure({ file: high, cwd: tmp, env: {} });
+    issue(errHigh, 'BIFRO_CONFIG_INVALID_VALUE', 'mqtt.maxKeepAliveSeconds');
+    issue(errHigh, 'BIFRO_CONFIG_INVALID_VALUE', 'mqtt.packetTimeoutMs');
+    const ok = write('limits-ok.yml', 'mqtt: { maxKeepAliveSeconds: 65535, packetTimeoutMs: 100 }\n');
+    expect((await loadConfig({ file: ok, cwd: tmp, env: {} })).mqtt).toMatchObject({ maxKeepAliveSeconds: 65535, packetTimeoutMs: 100 });
+  });
+
+  it('treats a null security section as absent', async () => {
+    const config = await loadConfig({ file: write('null.yml', 'security:\n'), cwd: tmp, env: {} });
+    expect(config.security).toEqual(DEFAULT_SECURITY);
   });
 });
 

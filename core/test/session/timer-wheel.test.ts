@@ -35,6 +35,25 @@ describe('TimerWheel', () => {
     expect(fired).toEqual([t0 + 1000]);
   });
 
+  it('scheduleBy moves an entry earlier, never later (one entry, the earliest of its deadlines)', () => {
+    wheel = new TimerWheel(100, 64);
+    const t0 = Date.now();
+    const fired: number[] = [];
+    const e = entry([t0 + 300], fired);
+    wheel.schedule(e, t0 + 3000);
+    const late = e.wheelSlot;
+    wheel.scheduleBy(e, t0 + 300);
+    const early = e.wheelSlot;
+    expect(early).not.toBe(late);
+    wheel.scheduleBy(e, t0 + 2000); // later than where it sits: stays
+    expect(e.wheelSlot).toBe(early);
+    for (let i = 1; i <= 4; i++) wheel.tick(t0 + i * 100);
+    expect(fired).toEqual([t0 + 300]);
+    const idle = entry([t0 + 500], []);
+    wheel.scheduleBy(idle, t0 + 500); // not scheduled yet: placed
+    expect(idle.wheelSlot).toBeGreaterThanOrEqual(0);
+  });
+
   it('forgets a cancelled entry', () => {
     wheel = new TimerWheel(100, 8);
     const t0 = Date.now();

@@ -1,4 +1,5 @@
 import { promises as fs } from 'node:fs';
+import { join } from 'node:path';
 import type { PluginLogger, Storage } from '@bifro/spi';
 import { Level } from 'level';
 import { GroupCommit, type BatchOp, type GroupCommitStats } from './group-commit';
@@ -117,6 +118,8 @@ export class LevelStorage implements Storage {
   async init(): Promise<void> {
     if (this.database !== undefined) return;
     await checkDirectory(this.path);
+    // Private: the directory 0700 (LevelDB would create it with the process's umask), its files 0600 below.
+    await fs.mkdir(this.path, { recursive: true, mode: 0o700 }).catch(() => undefined);
     const db: Db = new Level<Buffer, Buffer>(this.path, { keyEncoding: 'buffer', valueEncoding: 'buffer' });
     try {
       await db.open({ createIfMissing: true });
@@ -129,6 +132,7 @@ export class LevelStorage implements Storage {
       await db.close();
       throw err;
     }
+    await restrictPermissions(this.path, this.logger);
     this.database = db;
     this.group = new GroupCommit((ops) => this.writeBatch(db, ops), this.groupCommitMs, this.maxBatchOps, this.path);
     this.logger?.info('level storage open', { path: this.path, sync: this.sync, groupCommitMs: this.groupCommitMs });
@@ -219,6 +223,25 @@ async function checkDirectory(path: string): Promise<void> {
       'BIFRO_STORAGE_OPEN_FAILED',
       `the level storage directory ${path} is not empty and is not a level storage directory (it holds ${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', ...' : ''}); point the storage \`path\` at an empty or level storage directory`,
     );
+}
+
+/**
+ * Takes group and other permissions off the database directory and the files LevelDB created in it
+ * with the process's umask (0644 → 0600). Files LevelDB creates later follow the umask (`bifro
+ * start` runs with 077) and stay behind the 0700 directory either way.
+ */
+async function restrictPermissions(path: string, logger: PluginLogger | undefined): Promise<void> {
+  try {
+    const dir = await fs.stat(path);
+    if ((dir.mode & 0o077) !== 0) await fs.chmod(path, dir.mode & 0o7700);
+    for (const name of await fs.readdir(path)) {
+      const file = join(path, name);
+      const stat = await fs.lstat(file);
+      if (stat.isFile() && (stat.mode & 0o077) !== 0) await fs.chmod(file, stat.mode & 0o7700);
+    }
+  } catch (err) {
+    logger?.warn('cannot restrict the permissions of the level storage directory', { path, err: describe(err) });
+  }
 }
 
 /** Checks the format marker, writing it into a new (empty) database. */

@@ -42,7 +42,7 @@ describe('quota throttler plugin', () => {
     expect(pkg.bifro.kinds).toEqual(['throttler']);
     expect(pkg.bifro.main).toBe('dist/index.js');
     expect(pkg.peerDependencies).toEqual({ '@bifro/spi': pkg.bifro.spi });
-    expect(pkg.devDependencies).toEqual({ '@bifro/spi': '1.0.0' });
+    expect(pkg.devDependencies).toEqual({ '@bifro/spi': SPI_VERSION });
     expect(pkg.dependencies).toBeUndefined();
     expect(pkg.bifro.spi).toBe(`^${SPI_VERSION.split('.')[0]}.0.0`);
   });

@@ -3,6 +3,7 @@ import { closeSync, openSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { BifroError } from '../../errors';
 import { startBroker } from '../../runtime/broker';
+import { BROKER_UMASK } from '../../security/secure-defaults';
 import type { BrokerConfig } from '../../runtime/config-types';
 import { createLogger, type Logger } from '../../runtime/logger';
 import { isRunning, readPidFile, removePidFile, writePidFile } from '../../runtime/pid-file';
@@ -57,6 +58,8 @@ export async function startCommand(args: CommandArgs, rawArgs: readonly string[]
 
 async function runForeground(args: CommandArgs, io: CliIo, onReady?: (listeners: ListenerSummary[]) => Promise<void>): Promise<number> {
   const config = await loadCliConfig(args, io);
+  // What the broker writes (pid file, data directory, storage files created later too) is the owner's only.
+  process.umask(BROKER_UMASK);
   const logger = createLogger({ level: config.log.level, ...(config.log.pretty !== undefined ? { pretty: config.log.pretty } : {}) });
   await writePidFile(config.pidFile);
   const workers = config.workers ?? 1;
@@ -155,13 +158,14 @@ async function startDaemon(config: BrokerConfig, rawArgs: readonly string[], io:
       pid: holder,
     });
   }
-  await fs.mkdir(config.dataDir, { recursive: true });
+  process.umask(BROKER_UMASK);
+  await fs.mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const logFile = path.join(config.dataDir, 'bifro.log');
   const logStart = await fs.stat(logFile).then(
     (s) => s.size,
     () => 0,
   );
-  const fd = openSync(logFile, 'a');
+  const fd = openSync(logFile, 'a', 0o600);
   const childArgs = ['start', ...rawArgs.filter((a) => a !== '--daemon')];
   const child = spawn(process.execPath, [...process.execArgv, script, ...childArgs], {
     cwd: io.cwd,

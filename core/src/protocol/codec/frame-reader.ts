@@ -19,6 +19,11 @@ export class FrameReader {
   /** Total size of the packet being gathered, once its header is known; -1 before. */
   private expected = -1;
   private stopped = false;
+  /**
+   * When the packet being gathered got its first byte (the `now` given to {@link push}); 0 while
+   * no packet is partly received. The connection puts its packet deadline on it (mqtt.packetTimeoutMs).
+   */
+  partialSince = 0;
 
   constructor(
     private readonly sink: FrameSink,
@@ -31,9 +36,11 @@ export class FrameReader {
     this.stopped = true;
     this.pending = [];
     this.pendingBytes = 0;
+    this.partialSince = 0;
   }
 
-  push(chunk: Buffer): void {
+  /** Bytes read at `now` (ms; 0 when the caller does not track packet deadlines). */
+  push(chunk: Buffer, now = 0): void {
     if (this.stopped) return;
     if (this.pendingBytes > 0) {
       this.pending.push(chunk);
@@ -42,7 +49,7 @@ export class FrameReader {
         const joined = Buffer.concat(this.pending, this.pendingBytes);
         this.pending = [];
         this.pendingBytes = 0;
-        this.consume(joined);
+        this.consume(joined, now, true);
         return;
       }
       if (this.pendingBytes < this.expected) return;
@@ -50,13 +57,14 @@ export class FrameReader {
       this.pending = [];
       this.pendingBytes = 0;
       this.expected = -1;
-      this.consume(joined);
+      this.consume(joined, now, true);
       return;
     }
-    this.consume(chunk);
+    this.consume(chunk, now, false);
   }
 
-  private consume(buf: Buffer): void {
+  /** `continued`: `buf` starts with the bytes of a packet begun in an earlier chunk. */
+  private consume(buf: Buffer, now: number, continued: boolean): void {
     let pos = 0;
     const len = buf.length;
     while (pos < len && !this.stopped) {
@@ -87,7 +95,7 @@ export class FrameReader {
         }
       }
       if (!complete) {
-        this.keep(buf.subarray(pos), -1);
+        this.keep(buf.subarray(pos), -1, continued && pos === 0 ? this.partialSince : now);
         return;
       }
       const total = i - pos + remaining;
@@ -97,19 +105,21 @@ export class FrameReader {
         return;
       }
       if (pos + total > len) {
-        this.keep(buf.subarray(pos), total);
+        this.keep(buf.subarray(pos), total, continued && pos === 0 ? this.partialSince : now);
         return;
       }
       const frame = buf.subarray(pos, pos + total);
       this.sink.onFrame(buf[pos]!, buf.subarray(i, pos + total), frame);
       pos += total;
     }
+    this.partialSince = 0;
   }
 
-  private keep(rest: Buffer, expected: number): void {
+  private keep(rest: Buffer, expected: number, since: number): void {
     // Copy: the socket may reuse the chunk's memory.
     this.pending = [Buffer.from(rest)];
     this.pendingBytes = rest.length;
     this.expected = expected;
+    this.partialSince = since;
   }
 }

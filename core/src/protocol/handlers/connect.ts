@@ -277,6 +277,12 @@ function finishConnect(
   const engine = conn.engine;
   const version = conn.protocolVersion;
   const tenantId = identity.tenantId;
+  // A client id banned for flapping (security.flapping): CONNACK 0x8A / v3 0x05, before any session work.
+  const banned = engine.gate.bannedSeconds({ tenantId, clientId, userId: identity.userId, remoteAddress: conn.origin.remoteAddress });
+  if (banned > 0) {
+    refuse(conn, RC.Banned, RC3.NotAuthorized, `client identifier banned for ${banned} s: too many disconnects (flapping)`);
+    return;
+  }
   const enabled = version === 3 ? 'MQTT3Enabled' : version === 4 ? 'MQTT4Enabled' : 'MQTT5Enabled';
   if (!engine.setting(tenantId, enabled)) {
     engine.emit(
@@ -414,10 +420,15 @@ function finishConnect(
 
   /** Keep alive, the settings CONNACK announces, CONNACK, then the session attached. */
   function acknowledge(session: Session, existing: Session | undefined, requested: number, expiry: number): void {
-    let keepAlive = packet.keepalive ?? 0;
+    // Keep alive: a non-zero value below the tenant's MinKeepAliveSeconds is raised to it; then 0
+    // (none) or more than mqtt.maxKeepAliveSeconds becomes that ceiling, so every connection has an
+    // idle limit. v5 is told with Server Keep Alive [MQTT-3.2.2-21]; a v3 client cannot be, the
+    // broker holds it to 1.5 × the value all the same (docs/security.md § Time limits).
+    const requestedKeepAlive = packet.keepalive ?? 0;
     const minKeepAlive = engine.setting(tenantId, 'MinKeepAliveSeconds');
-    const keepAliveRaised = keepAlive > 0 && keepAlive < minKeepAlive;
-    if (keepAliveRaised) keepAlive = minKeepAlive;
+    const maxKeepAlive = engine.config.mqtt.maxKeepAliveSeconds;
+    let keepAlive = requestedKeepAlive > 0 && requestedKeepAlive < minKeepAlive ? minKeepAlive : requestedKeepAlive;
+    if (keepAlive === 0 || keepAlive > maxKeepAlive) keepAlive = maxKeepAlive;
 
     // What CONNACK announces holds for the whole connection (D21).
     const limits = engine.connectLimits(tenantId);
@@ -441,7 +452,8 @@ function finishConnect(
       if (!limits.subscriptionIdentifierEnabled) p.subscriptionIdentifiersAvailable = false;
       if (!limits.sharedSubscriptionEnabled) p.sharedSubscriptionAvailable = false;
       if (assigned) p.assignedClientIdentifier = clientId;
-      if (keepAliveRaised) p.serverKeepAlive = keepAlive;
+      // Sent only when it differs: without it the client's own value holds [MQTT-3.2.2-22].
+      if (keepAlive !== requestedKeepAlive) p.serverKeepAlive = keepAlive;
       if (packet.properties?.requestResponseInformation === true && identity.responseInfo !== undefined)
         p.responseInformation = identity.responseInfo;
       if (identity.userProperties !== undefined && identity.userProperties.length > 0)

@@ -7,6 +7,7 @@ import { Message } from '../../session/message';
 import { RC } from '../reason-codes';
 import { PublishAck } from '../publish-ack';
 import { describeError } from '../../errors';
+import { isReservedTopic } from '../../security/secure-defaults';
 import { COUNTER, resourceIndex } from '../../tenancy/tenant-usage';
 
 /**
@@ -102,6 +103,11 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
     return;
   }
 
+  if (isReservedTopic(topic)) {
+    // `$SYS/...` and every other `$` topic are the server's [MQTT-4.7.2-1]: refused like an ACL denial, before the ACL is asked.
+    accept(conn, p, topic, false);
+    return;
+  }
   const action: AccessAction = { type: 'publish', topic, qos: p.qos, retain: p.retain };
   const allowed = engine.acl.check(client, action);
   if (allowed instanceof Promise) {
