@@ -12,6 +12,7 @@ import {
   withClients,
   type RawSession,
 } from '../support/mqtt-helpers';
+import { vbi } from '../support/mqtt-bytes';
 import { RawClient } from '../support/raw-client';
 import { startTestBroker, type TestBroker } from '../support/test-broker';
 
@@ -28,17 +29,6 @@ jest.setTimeout(15_000);
 // ---------------------------------------------------------------------------------------------
 // Raw bytes: build a v5 PUBLISH with properties in a chosen order, and split/decode what arrives.
 
-function varint(n: number): number[] {
-  const out: number[] = [];
-  do {
-    let b = n % 128;
-    n = Math.floor(n / 128);
-    if (n > 0) b |= 0x80;
-    out.push(b);
-  } while (n > 0);
-  return out;
-}
-
 function str(s: string): number[] {
   const b = Buffer.from(s, 'utf8');
   return [b.length >> 8, b.length & 0xff, ...b];
@@ -48,9 +38,9 @@ function str(s: string): number[] {
 function publishWithUserProps(topic: string, qos: 0 | 1, userProps: [string, string][], payload: string, packetId = 1): Buffer {
   const props: number[] = [];
   for (const [k, v] of userProps) props.push(0x26, ...str(k), ...str(v));
-  const body = [...str(topic), ...(qos === 1 ? [packetId >> 8, packetId & 0xff] : []), ...varint(props.length), ...props];
+  const body = [...str(topic), ...(qos === 1 ? [packetId >> 8, packetId & 0xff] : []), ...vbi(props.length), ...props];
   const pl = Buffer.from(payload);
-  return Buffer.concat([Buffer.from([0x30 | (qos << 1), ...varint(body.length + pl.length), ...body]), pl]);
+  return Buffer.concat([Buffer.from([0x30 | (qos << 1), ...vbi(body.length + pl.length), ...body]), pl]);
 }
 
 /** Every complete MQTT frame a raw client's socket receives, as bytes, in order. */
@@ -274,13 +264,13 @@ describe('08 properties (v5)', () => {
       60,
       0,
       ...str(uniqueName('will-up')),
-      ...varint(willProps.length),
+      ...vbi(willProps.length),
       ...willProps,
       ...str(topic),
       ...str('gone'),
     ];
     const raw = clients.track(await RawClient.connect(but.port, 5));
-    raw.write([0x10, ...varint(body.length), ...body]);
+    raw.write([0x10, ...vbi(body.length), ...body]);
     expect((await raw.next())?.cmd).toBe('connack');
     raw.destroy();
     expect(await waitUntil(() => tap.publishes().length === 1)).toBe(true);

@@ -1,6 +1,6 @@
 import { randomInt } from 'node:crypto';
-import { expectOthersUnaffected, openFileDescriptors, USER_TABLE_AUTH, USERS } from '../support/isolation';
-import { sleep, tryConnect, uniqueName, waitUntil } from '../support/mqtt-helpers';
+import { expectOthersUnaffected, failedLogins, openFileDescriptors, USER_TABLE_AUTH } from '../support/isolation';
+import { sleep, waitUntil } from '../support/mqtt-helpers';
 import { ByteConn, PINGREQ, TYPE, describeFrame, type Version } from '../support/mqtt-bytes';
 import {
   frameStatus,
@@ -192,19 +192,7 @@ describe('26 fuzz', () => {
   it.each(corpus.map((e) => [e.file, e] as const))('corpus %s: closed or answered, others unaffected', async (_file, entry) => {
     const { problems, result } = await check(entry.chunks);
     // The defect this corpus started with showed in the next logins: ten more, alternating users.
-    for (let i = 0; i < 10; i++) {
-      const user = i % 2 === 0 ? 'alice' : 'bob';
-      const ok = await tryConnect(tb.port, {
-        protocolVersion: 4,
-        username: user,
-        password: USERS[user].password,
-        clientId: uniqueName('fz-next'),
-        connectTimeout: 2000,
-      });
-      ok.client.end(true);
-      if ((ok.connack?.returnCode ?? -1) !== 0)
-        problems.push(`login ${i + 1} after the replay failed: ${ok.error?.message ?? `CONNACK ${ok.connack?.returnCode}`}`);
-    }
+    problems.push(...(await failedLogins(tb.port, 10)));
     if (problems.length > 0)
       throw new Error(
         `${entry.file} (${entry.headers.what ?? entry.headers.failed ?? ''})\n  outcome: ${result?.outcome} ${result?.sent.join(', ')}\n  ${problems.join('\n  ')}`,

@@ -53,6 +53,29 @@ export async function expectOthersUnaffected(port: number, protocolVersion: Prot
   }
 }
 
+/**
+ * `n` fresh MQTT 3.1.1 logins, alternating alice and bob, each with its own password; returns a
+ * line per login that did not get CONNACK 0 (empty when all did). The shared-parser defect showed
+ * exactly here: after one malformed CONNECT, 9 of the next 10 logins failed.
+ */
+export async function failedLogins(port: number, n = 10): Promise<string[]> {
+  const failures: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const user = i % 2 === 0 ? 'alice' : 'bob';
+    const ok = await tryConnect(port, {
+      protocolVersion: 4,
+      username: user,
+      password: USERS[user].password,
+      clientId: uniqueName('next'),
+      connectTimeout: 2000,
+    });
+    ok.client.end(true);
+    if ((ok.connack?.returnCode ?? -1) !== 0)
+      failures.push(`login ${i + 1} (${user}) failed: ${ok.error?.message ?? `CONNACK ${ok.connack?.returnCode}`}`);
+  }
+  return failures;
+}
+
 /** Open file descriptors of this process (the in-process broker's sockets among them), from /proc. */
 export function openFileDescriptors(): number {
   return readdirSync('/proc/self/fd').length;
