@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import type { MqttClient } from 'mqtt';
-import { expectOthersUnaffected, USER_TABLE_AUTH } from '../support/isolation';
+import { expectOthersUnaffected, openFileDescriptors, USER_TABLE_AUTH } from '../support/isolation';
 import { collect, connectAsync, subscribe, uniqueName, waitUntil, type MessageCollector } from '../support/mqtt-helpers';
 import {
   ack,
@@ -926,6 +926,8 @@ describe('25 malformed packets, by packet type', () => {
   let wills: MessageCollector;
   const failures: Failure[] = [];
   let n = 0;
+  /** This process's open file descriptors once the broker and the will watcher run. */
+  let baselineFds = 0;
 
   beforeAll(async () => {
     tb = await startTestBroker(USER_TABLE_AUTH);
@@ -934,6 +936,7 @@ describe('25 malformed packets, by packet type', () => {
     ).client;
     wills = collect(watcher);
     await subscribe(watcher, 'm25/will/#', { qos: 0 });
+    baselineFds = openFileDescriptors();
   });
   afterAll(async () => {
     watcher?.end(true);
@@ -1012,5 +1015,10 @@ describe('25 malformed packets, by packet type', () => {
         `${c.name}\n  bytes:    ${f.bytes}\n  expected: ${f.expected}\n  observed: ${f.observed}\n  problems: ${problems.join('; ')}`,
       );
     }
+  });
+
+  it('every socket of the table is released: file descriptors back at the baseline (/proc/self/fd)', async () => {
+    await waitUntil(() => openFileDescriptors() <= baselineFds + 3, 5000, 50);
+    expect(openFileDescriptors()).toBeLessThanOrEqual(baselineFds + 3);
   });
 });
