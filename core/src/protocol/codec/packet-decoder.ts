@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type { IAuthPacket, IConnectPacket, IDisconnectPacket, ISubscribePacket, ISubscription, IUnsubscribePacket, QoS } from 'mqtt-packet';
-import { checkSubscription, PROTOCOL_TOPIC_LIMITS } from '../../dist/topic';
+import { checkSubscription, PROTOCOL_TOPIC_LIMITS } from '../../routing/topic';
 import { readVarint } from './varint';
 
 /**

@@ -14,7 +14,7 @@ import {
 import type { MqttConnection } from '../connection';
 import { NEVER_EXPIRES } from '../engine';
 import { connackCodeForAuthReject, RC, RC3 } from '../reason-codes';
-import { validateTopicName } from '../../dist/topic';
+import { validateTopicName } from '../../routing/topic';
 import { Message } from '../../session/message';
 import type { Session } from '../../session/session';
 import type { PublishProperties } from '../codec/publish-codec';

@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import type { AccessAction } from '@bifro/spi';
 import type { MqttConnection } from '../connection';
 import type { DecodedPublish } from '../codec/publish-codec';
-import { validateTopicName } from '../../dist/topic';
+import { validateTopicName } from '../../routing/topic';
 import { Message } from '../../session/message';
 import { RC } from '../reason-codes';
 import { PublishAck } from '../publish-ack';

@@ -1,7 +1,7 @@
 import type { ISubackPacket, ISubscribePacket } from 'mqtt-packet';
 import type { QoS, SubscriptionRecord } from '@bifro/spi';
 import type { MqttConnection } from '../connection';
-import { checkSubscription, hasWildcard, isSharedFilter } from '../../dist/topic';
+import { checkSubscription, hasWildcard, isSharedFilter } from '../../routing/topic';
 import type { Message } from '../../session/message';
 import { RC } from '../reason-codes';
 

@@ -1,6 +1,6 @@
 import type { SubscriptionOptions } from '@bifro/spi';
 
-import { pickMember, TenantDist, type DistSubscription, type SharedGroupMatch } from '../../src/dist/tenant-dist';
+import { pickMember, TenantDist, type DistSubscription, type SharedGroupMatch } from '../../src/routing/tenant-dist';
 
 interface Session {
   readonly id: string;

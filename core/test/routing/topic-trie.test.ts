@@ -1,5 +1,5 @@
-import { topicMatchesFilter } from '../../src/dist/topic';
-import { TopicTrie } from '../../src/dist/topic-trie';
+import { topicMatchesFilter } from '../../src/routing/topic';
+import { TopicTrie } from '../../src/routing/topic-trie';
 
 /** [topic, filter, matches] */
 const TABLE: ReadonlyArray<readonly [string, string, boolean]> = [

@@ -1,7 +1,7 @@
 import type { QoS, SubscriptionOptions } from '@bifro/spi';
 
-import { topicMatchesFilter } from '../../src/dist/topic';
-import { TenantDist, type DirectMatch, type DistSubscription, type MatchSet } from '../../src/dist/tenant-dist';
+import { topicMatchesFilter } from '../../src/routing/topic';
+import { TenantDist, type DirectMatch, type DistSubscription, type MatchSet } from '../../src/routing/tenant-dist';
 
 interface Session {
   readonly id: string;

@@ -1,7 +1,7 @@
 import type { SubscriptionOptions } from '@bifro/spi';
 
-import { Dist } from '../../src/dist/dist';
-import type { DistSubscription } from '../../src/dist/tenant-dist';
+import { Dist } from '../../src/routing/dist';
+import type { DistSubscription } from '../../src/routing/tenant-dist';
 
 const options: SubscriptionOptions = { qos: 1, noLocal: false, retainAsPublished: false, retainHandling: 0 };
 const sub = (clientId: string, filter: string): DistSubscription<string> => ({ subscriber: clientId, clientId, filter, options });

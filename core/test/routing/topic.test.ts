@@ -8,7 +8,7 @@ import {
   validateTopicFilter,
   validateTopicName,
   type TopicLimits,
-} from '../../src/dist/topic';
+} from '../../src/routing/topic';
 
 const limits: TopicLimits = { maxLength: 65535, maxLevels: 128, maxLevelLength: 1024 };
 const reason = (check: { ok: boolean; reason?: string }): string => (check.ok ? 'ok' : check.reason!);
