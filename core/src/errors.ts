@@ -4,16 +4,14 @@
  * keeps the two in sync.
  */
 
-/** One catalogue entry: what the code means and what the operator should do. */
-export interface ErrorSpec {
-  /** One line: what happened. */
-  readonly summary: string;
-  /** What to do about it. */
-  readonly remedy: string;
-}
+import type { ErrorCatalogue, ErrorSpec } from '@bifro/spi';
 
-/** A catalogue of codes for one area, e.g. `{ BIFRO_CONFIG_UNKNOWN_KEY: {...} }`. */
-export type ErrorCatalogue<C extends string> = { readonly [K in C]: ErrorSpec };
+/**
+ * One catalogue entry (what the code means and what the operator should do), and a catalogue of
+ * codes for one area, e.g. `{ BIFRO_CONFIG_UNKNOWN_KEY: {...} }`: the SPI's shapes, which plugins
+ * use for the codes they declare.
+ */
+export type { ErrorCatalogue, ErrorSpec };
 
 /** Declares an area's catalogue with its codes checked at compile time. */
 export function defineErrors<C extends string>(catalogue: ErrorCatalogue<C>): ErrorCatalogue<C> {
@@ -38,4 +36,27 @@ export class BifroError extends Error {
 export function describeError(err: unknown): string {
   if (err instanceof Error) return err.message;
   return String(err);
+}
+
+/** The codes plugins declared (`PluginDefinition.errors`), by code, with the plugin that declared each. */
+const contributed = new Map<string, { readonly plugin: string; readonly spec: ErrorSpec }>();
+
+/**
+ * Records the error codes a loaded plugin declares, so that the CLI prints their remedy like a
+ * core code's. A code another plugin declared already keeps its first declaration; those codes are
+ * returned (the caller warns). Declaring again for the same plugin replaces its entries.
+ */
+export function registerPluginErrors(plugin: string, catalogue: Readonly<Record<string, ErrorSpec>>): string[] {
+  const taken: string[] = [];
+  for (const [code, spec] of Object.entries(catalogue)) {
+    const other = contributed.get(code);
+    if (other !== undefined && other.plugin !== plugin) taken.push(code);
+    else contributed.set(code, { plugin, spec: { summary: spec.summary, remedy: spec.remedy } });
+  }
+  return taken;
+}
+
+/** The entry of a code a loaded plugin declared, with the plugin's name. */
+export function pluginErrorSpec(code: string): { readonly plugin: string; readonly spec: ErrorSpec } | undefined {
+  return contributed.get(code);
 }

@@ -2,6 +2,7 @@ import type { AccessControl } from './acl';
 import type { AuthProvider } from './auth';
 import type { ClientBalancer } from './balancer';
 import type { MaybePromise, PluginContext } from './common';
+import type { ErrorCatalogue } from './errors';
 import type { EventCollector } from './events';
 import type { SettingProvider } from './settings';
 import type { Storage } from './storage';
@@ -29,7 +30,32 @@ export type PluginFactory<K extends PluginKind> = (ctx: PluginContext) => MaybeP
 /** What a plugin module exports (as `default`, or as the module itself): one factory per kind it provides. */
 export type PluginDefinition = {
   readonly [K in PluginKind]?: PluginFactory<K>;
-};
+} & PluginDefinitionExtras;
+
+/** The members of a {@link PluginDefinition} besides the factories; each is optional. */
+export interface PluginDefinitionExtras {
+  /**
+   * The error codes the plugin reports (in the messages and `code` of the errors it throws), with
+   * what each means and what to do. The broker checks the shape when it imports the plugin
+   * (phase `shape`), then knows the codes: `bifro` prints their remedy like its own, and the
+   * first-party plugins' codes are listed in docs/errors.md. Since SPI 1.1.0; a broker of SPI
+   * 1.0.x ignores it.
+   *
+   * @example
+   * ```ts
+   * export default definePlugin({
+   *   auth: (ctx) => new LdapAuth(ctx),
+   *   errors: {
+   *     ACME_LDAP_BIND_FAILED: {
+   *       summary: 'The LDAP server refused the bind of the service account.',
+   *       remedy: 'Check `plugins.auth.options.bindDn` and the password file it names.',
+   *     },
+   *   },
+   * });
+   * ```
+   */
+  readonly errors?: ErrorCatalogue;
+}
 
 /**
  * The `bifro` field of a plugin's package.json.
@@ -52,7 +78,7 @@ export interface PluginManifest {
 }
 
 /**
- * Declares a plugin with type checking of each factory. Returns its argument.
+ * Declares a plugin with type checking of each factory (and of its `errors`). Returns its argument.
  *
  * @example
  * ```ts

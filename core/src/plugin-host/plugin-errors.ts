@@ -43,8 +43,10 @@ export const PLUGIN_ERRORS = defineErrors({
       'Build the plugin (is `bifro.main` or `main` pointing at an existing file?) and install its dependencies; the cause is in the message.',
   },
   BIFRO_PLUGIN_SHAPE_INVALID: {
-    summary: 'The plugin module does not export an object with a factory function for every declared kind.',
-    remedy: 'Export `definePlugin({ <kind>: (ctx) => instance })` as the default export (or as `module.exports`).',
+    summary:
+      'The plugin module does not export an object with a factory function for every declared kind, or its `errors` is not a map of codes to { summary, remedy }.',
+    remedy:
+      'Export `definePlugin({ <kind>: (ctx) => instance })` as the default export (or as `module.exports`); give `errors` as `{ CODE: { summary, remedy } }` with upper-case codes.',
   },
   BIFRO_PLUGIN_INSTANTIATE_FAILED: {
     summary: "The plugin's factory threw or rejected when the broker created the instance.",

@@ -84,6 +84,11 @@ export async function loadPluginHost(
   const loader = new PluginLoader(discovery, {
     pluginsDir: config.pluginsDir,
     initTimeoutMs,
+    onErrorCodesTaken: (pkg, codes) =>
+      log.warn(
+        { plugin: pkg.name, codes },
+        `plugin ${pkg.name} declares error codes another plugin declared first (${codes.join(', ')}); the first declaration stays`,
+      ),
     contextFor: (pkg, kind, pluginOptions) => ({
       name: pkg.name,
       version: pkg.version,

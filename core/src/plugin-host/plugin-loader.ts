@@ -1,4 +1,5 @@
 import type { PluginContext, PluginDefinition, PluginKind, PluginKindMap, PluginManifest } from '@bifro/spi';
+import { registerPluginErrors } from '../errors';
 import { findPlugin, type PluginDiscovery, type PluginPackage } from './plugin-discovery';
 import { checkKindDeclared, checkSpiVersion, readManifest } from './plugin-manifest';
 import { definitionOf, importPlugin } from './plugin-module';
@@ -19,6 +20,8 @@ export interface LoadedInstance<K extends PluginKind> extends DescribedPlugin {
 export interface PluginLoaderOptions {
   readonly pluginsDir: string;
   readonly initTimeoutMs: number;
+  /** Told of the codes a plugin declares that another loaded plugin declared first (those keep the first one's entry). */
+  onErrorCodesTaken?(pkg: PluginPackage, codes: readonly string[]): void;
   /** The context handed to the factory of `kind`. */
   contextFor(pkg: PluginPackage, kind: PluginKind, options: Readonly<Record<string, unknown>>): PluginContext;
 }
@@ -61,11 +64,18 @@ export class PluginLoader {
     return { pkg, manifest, kind, instance };
   }
 
-  /** Phases import and shape, once per plugin. */
+  /** Phases import and shape, once per plugin; records the error codes the plugin declares (`errors`). */
   private definitionOf({ pkg, manifest }: DescribedPlugin): Promise<PluginDefinition> {
     let definition = this.definitions.get(pkg.name);
     if (definition === undefined) {
-      definition = importPlugin(pkg, manifest).then((loaded) => definitionOf(pkg, manifest, loaded));
+      definition = importPlugin(pkg, manifest).then((loaded) => {
+        const shaped = definitionOf(pkg, manifest, loaded);
+        if (shaped.errors !== undefined) {
+          const taken = registerPluginErrors(pkg.name, shaped.errors);
+          if (taken.length > 0) this.options.onErrorCodesTaken?.(pkg, taken);
+        }
+        return shaped;
+      });
       this.definitions.set(pkg.name, definition);
     }
     return definition;

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { PluginDefinition, PluginKind, PluginManifest } from '@bifro/spi';
+import { ERROR_CODE_PATTERN, type PluginDefinition, type PluginKind, type PluginManifest } from '@bifro/spi';
 import { describeError } from '../errors';
 import { pluginError } from './plugin-errors';
 import type { PluginPackage } from './plugin-discovery';
@@ -61,7 +61,8 @@ export async function importPlugin(pkg: PluginPackage, manifest: PluginManifest)
 
 /**
  * The plugin definition a module exports (phase `shape`): `default` or the module itself, an
- * object with a factory function for every declared kind.
+ * object with a factory function for every declared kind, and optionally `errors`, the codes it
+ * reports (see {@link errorsProblem}).
  */
 export function definitionOf(pkg: PluginPackage, manifest: PluginManifest, loaded: unknown): PluginDefinition {
   const where = { phase: 'shape', plugin: pkg.name, dir: pkg.dir } as const;
@@ -81,7 +82,34 @@ export function definitionOf(pkg: PluginPackage, manifest: PluginManifest, loade
       { ...where, missing },
     );
   }
+  const problem = errorsProblem(exported.errors);
+  if (problem !== undefined) {
+    throw pluginError(
+      'BIFRO_PLUGIN_SHAPE_INVALID',
+      `plugin ${pkg.name} (${pkg.dir}) exports \`errors\` that ${problem}; expected { CODE: { summary: '...', remedy: '...' } }`,
+      { ...where, member: 'errors' },
+    );
+  }
   return exported as PluginDefinition;
+}
+
+/**
+ * What is wrong with a definition's `errors` member, or undefined when it is absent or fits: an
+ * object whose keys are codes (`ERROR_CODE_PATTERN`) and whose values have a non-empty string
+ * `summary` and `remedy`.
+ */
+export function errorsProblem(errors: unknown): string | undefined {
+  if (errors === undefined) return undefined;
+  if (typeof errors !== 'object' || errors === null || Array.isArray(errors)) return `is ${describeExport(errors)}, not an object`;
+  for (const [code, spec] of Object.entries(errors)) {
+    if (!ERROR_CODE_PATTERN.test(code))
+      return `has the code ${JSON.stringify(code)} (codes are upper-case letters, digits and _, e.g. ACME_LDAP_BIND_FAILED)`;
+    if (!isObject(spec)) return `gives ${code} ${describeExport(spec)}, not { summary, remedy }`;
+    for (const field of ['summary', 'remedy'] as const) {
+      if (typeof spec[field] !== 'string' || spec[field] === '') return `gives ${code} no ${field} (a non-empty string)`;
+    }
+  }
+  return undefined;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -91,5 +119,6 @@ function isObject(value: unknown): value is Record<string, unknown> {
 function describeExport(value: unknown): string {
   if (value === null) return 'null';
   if (typeof value === 'string') return `a string (${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value)})`;
+  if (Array.isArray(value)) return 'a list';
   return typeof value === 'undefined' ? 'nothing' : `a ${typeof value}`;
 }

@@ -1,4 +1,4 @@
-import { SETTINGS, type SettingChange, type SettingName, type SettingValue } from '@bifro/spi';
+import { describeValue, SETTINGS, settingValueProblem, type SettingChange, type SettingName, type SettingValue } from '@bifro/spi';
 import { describeError } from '../errors';
 import type { Logger } from '../runtime/logger';
 import type { SettingsManager } from './managers';
@@ -6,20 +6,10 @@ import type { GuardedPlugin } from './plugin-call-guard';
 
 type AnySettingValue = boolean | number;
 
-/** Why a provided value does not fit the registry, or undefined when it does. */
-export function settingValueProblem(setting: SettingName, value: unknown): string | undefined {
-  const spec: { readonly type: 'boolean' | 'integer'; readonly min?: number; readonly max?: number } = SETTINGS[setting];
-  if (spec.type === 'boolean') return typeof value === 'boolean' ? undefined : 'expected a boolean';
-  if (typeof value !== 'number' || !Number.isInteger(value)) return 'expected an integer';
-  if (spec.min !== undefined && value < spec.min) return `below the minimum ${spec.min}`;
-  if (spec.max !== undefined && value > spec.max) return `above the maximum ${spec.max}`;
-  return undefined;
-}
-
 /**
- * Per-tenant settings from the settings plugin, checked against the registry and cached per
- * tenant and setting. An invalid value is logged (naming tenant, setting and value) and the
- * default is used. When the provider announces a change the cache is dropped (for the tenant, or
+ * Per-tenant settings from the settings plugin, checked against the registry (`settingValueProblem`
+ * of @bifro/spi, which providers can use too) and cached per tenant and setting. An invalid value
+ * is logged (naming tenant, setting and value) and the default is used. When the provider announces a change the cache is dropped (for the tenant, or
  * all) and listeners are told.
  */
 export class GuardedSettingsManager implements SettingsManager {
@@ -111,16 +101,4 @@ export class GuardedSettingsManager implements SettingsManager {
       }
     }
   }
-}
-
-function describeValue(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'object' && value !== null) {
-    try {
-      return JSON.stringify(value);
-    } catch {
-      return Object.prototype.toString.call(value);
-    }
-  }
-  return String(value);
 }

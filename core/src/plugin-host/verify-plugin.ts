@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { SPI_VERSION, type PluginDefinition, type PluginKind, type PluginManifest, type TenantUsageReader } from '@bifro/spi';
-import { BifroError, describeError } from '../errors';
+import { BifroError, describeError, registerPluginErrors } from '../errors';
 import { toPluginLogger, type Logger } from '../runtime/logger';
 import { phaseOf, pluginError, type PluginPhase } from './plugin-errors';
 import { BROKER_DIR, discoverPlugins, findPlugin, readPluginPackage, type PluginPackage } from './plugin-discovery';
@@ -108,6 +108,7 @@ export async function verifyPlugin(target: string, opts: VerifyOptions): Promise
     checkSpiVersion(pkg, manifest);
     steps.push({ phase: 'version', status: 'ok' });
     definition = definitionOf(pkg, manifest, await importPlugin(pkg, manifest));
+    if (definition.errors !== undefined) registerPluginErrors(pkg.name, definition.errors);
     steps.push({ phase: 'import', status: 'ok' }, { phase: 'shape', status: 'ok' });
   } catch (err) {
     return failPluginLevel(err);

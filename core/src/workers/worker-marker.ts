@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { DEFAULT_DIR_NAME as LEVEL_STORAGE_DIR } from '@bifro/plugin-storage-level';
 import { BifroError } from '../errors';
+import { DEFAULT_STORAGE_DIR as LEVEL_STORAGE_DIR } from '../plugin-host/defaults/default-storage';
 import { exists } from '../runtime/config';
 import { TENANT_ASSIGNMENT } from './tenant-owner';
 

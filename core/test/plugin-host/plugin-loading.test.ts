@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { container as rootContainer } from 'tsyringe';
 import { SPI_VERSION } from '@bifro/spi';
-import { BifroError } from '../../src/errors';
+import { errorSpec } from '../../src/error-catalogue';
+import { BifroError, pluginErrorSpec } from '../../src/errors';
 import { loadPlugins, PLUGIN_TOKENS, registerPluginHost, type AuthManager, type PluginHost } from '../../src/plugin-host';
 import { loadPluginHost } from '../../src/plugin-host/plugin-host';
 import { PLUGIN_ERRORS } from '../../src/plugin-host/plugin-errors';
@@ -325,5 +326,63 @@ describe('the loaded host', () => {
     await Promise.all([host.close(), host.close()]);
     await host.close();
     expect(closed).toEqual(['closed']);
+  });
+});
+
+describe('error codes a plugin declares (PluginDefinition.errors)', () => {
+  let dir: string;
+
+  /** A plugins directory with the valid-storage fixture and an auth plugin `folder` exporting `errors` (JavaScript source). */
+  async function authDeclaring(folder: string, errors: string): Promise<void> {
+    await fs.mkdir(path.join(dir, folder));
+    await fs.writeFile(
+      path.join(dir, folder, 'package.json'),
+      JSON.stringify({ name: `@fixtures/${folder}`, version: '1.0.0', main: 'index.js', bifro: { kinds: ['auth'], spi: '^1.1.0' } }),
+    );
+    await fs.writeFile(
+      path.join(dir, folder, 'index.js'),
+      `module.exports = { auth: () => ({ authenticate: () => ({ type: 'defer' }) }), errors: ${errors} };\n`,
+    );
+  }
+
+  beforeEach(async () => {
+    dir = await fs.mkdtemp(path.join(os.tmpdir(), 'bifro-errors-'));
+    await fs.cp(path.join(FIXTURES_DIR, 'valid-storage'), path.join(dir, 'valid-storage'), { recursive: true });
+  });
+  afterEach(async () => {
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+
+  it('are known once the host loaded the plugin: errorSpec gives their remedy like a core code', async () => {
+    await authDeclaring('declares-errors', `{ ACME_TEST_BIND_FAILED: { summary: 'The bind was refused.', remedy: 'Check bindDn.' } }`);
+    expect(errorSpec('ACME_TEST_BIND_FAILED')).toBeUndefined();
+    await load({ auth: [fixture('declares-errors')] }, { pluginsDir: dir });
+    expect(errorSpec('ACME_TEST_BIND_FAILED')).toEqual({ summary: 'The bind was refused.', remedy: 'Check bindDn.' });
+    expect(pluginErrorSpec('ACME_TEST_BIND_FAILED')?.plugin).toBe('@fixtures/declares-errors');
+    expect(errorSpec('BIFRO_PLUGIN_NOT_FOUND')).toBe(PLUGIN_ERRORS.BIFRO_PLUGIN_NOT_FOUND); // core codes unchanged
+  });
+
+  it.each([
+    ['a list', `[]`, 'is a list'],
+    ['a lower-case code', `{ acme_bad: { summary: 's', remedy: 'r' } }`, 'the code "acme_bad"'],
+    ['an entry without remedy', `{ ACME_NO_REMEDY: { summary: 's' } }`, 'gives ACME_NO_REMEDY no remedy'],
+    ['an entry that is a string', `{ ACME_STRING: 'oops' }`, 'gives ACME_STRING a string'],
+  ])('%s → BIFRO_PLUGIN_SHAPE_INVALID in phase shape, naming the problem', async (_, errors, says) => {
+    await authDeclaring('bad-errors', errors);
+    const err = await rejectionOf(() => load({ auth: [fixture('bad-errors')] }, { pluginsDir: dir }));
+    expect(err.code).toBe('BIFRO_PLUGIN_SHAPE_INVALID');
+    expect(err.details).toMatchObject({ phase: 'shape', plugin: '@fixtures/bad-errors', member: 'errors' });
+    expect(err.message).toContain(says);
+  });
+
+  it('a code another plugin declared first keeps the first entry, with a warning naming the code', async () => {
+    await authDeclaring('first-claim', `{ ACME_SHARED_CODE: { summary: 'first', remedy: 'first remedy' } }`);
+    await authDeclaring('second-claim', `{ ACME_SHARED_CODE: { summary: 'second', remedy: 'second remedy' } }`);
+    const { logger, lines } = capturingLogger();
+    const config = configWith({ auth: [fixture('first-claim'), fixture('second-claim')] }, { pluginsDir: dir });
+    hosts.push(await loadPlugins(config, logger, usage));
+    expect(errorSpec('ACME_SHARED_CODE')?.summary).toBe('first');
+    const warning = lines.find((l) => l.level === WARN && l.msg.includes('ACME_SHARED_CODE'));
+    expect(warning).toMatchObject({ plugin: '@fixtures/second-claim', codes: ['ACME_SHARED_CODE'] });
   });
 });

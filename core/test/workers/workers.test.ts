@@ -2,12 +2,14 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import os from 'node:os';
 import path from 'node:path';
 import mqtt from 'mqtt-packet';
+import { DEFAULT_DIR_NAME } from '@bifro/plugin-storage-level';
 import { BifroError } from '../../src/errors';
 import { ConfigError, loadConfig } from '../../src/runtime/config';
 import { parseCommandArgs } from '../../src/cli/usage';
 import { replayBytes } from '../../src/workers/replay-bytes';
 import { fnv1a32, ownerOf } from '../../src/workers/tenant-owner';
 import { checkWorkerCount, MARKER_FILE } from '../../src/workers/worker-marker';
+import { DEFAULT_STORAGE_DIR } from '../../src/plugin-host/defaults/default-storage';
 
 let tmp: string;
 beforeEach(() => {
@@ -79,6 +81,10 @@ describe('data directory worker count', () => {
     await expect(checkWorkerCount(tmp, 2)).rejects.toMatchObject({ code: 'BIFRO_WORKERS_COUNT_MISMATCH' });
     await checkWorkerCount(tmp, 1);
     expect(JSON.parse(readFileSync(path.join(tmp, MARKER_FILE), 'utf8'))).toMatchObject({ workers: 1 });
+  });
+
+  it("core's name of the default storage's folder is the level plugin's own default (core does not import the plugin)", () => {
+    expect(DEFAULT_STORAGE_DIR).toBe(DEFAULT_DIR_NAME);
   });
 
   it('reports a damaged marker', async () => {

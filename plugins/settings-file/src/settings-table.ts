@@ -1,4 +1,4 @@
-import { SETTINGS, type SettingName } from '@bifro/spi';
+import { describeValue, expectedSettingValue, isValidSettingValue, SETTINGS, type SettingName } from '@bifro/spi';
 import { isAlias, isMap, isScalar, LineCounter, parseDocument, type Document, type YAMLMap } from 'yaml';
 
 /** A value of any setting. */
@@ -31,39 +31,6 @@ const SETTING_NAMES = new Set<string>(Object.keys(SETTINGS));
 
 function isSettingName(name: string): name is SettingName {
   return SETTING_NAMES.has(name);
-}
-
-/** What a valid value of `setting` looks like, e.g. `an integer from 0 to 2`. */
-export function expectedValue(setting: SettingName): string {
-  const spec: { readonly type: 'boolean' | 'integer'; readonly min?: number; readonly max?: number } = SETTINGS[setting];
-  if (spec.type === 'boolean') return 'true or false';
-  if (spec.min !== undefined && spec.max !== undefined) return `an integer from ${spec.min} to ${spec.max}`;
-  if (spec.min !== undefined) return `an integer of at least ${spec.min}`;
-  if (spec.max !== undefined) return `an integer of at most ${spec.max}`;
-  return 'an integer';
-}
-
-/** Whether `value` is a valid value of `setting` (right type, within the registry bounds). */
-export function isValidValue(setting: SettingName, value: unknown): value is AnySettingValue {
-  const spec: { readonly type: 'boolean' | 'integer'; readonly min?: number; readonly max?: number } = SETTINGS[setting];
-  if (spec.type === 'boolean') return typeof value === 'boolean';
-  if (typeof value !== 'number' || !Number.isInteger(value)) return false;
-  if (spec.min !== undefined && value < spec.min) return false;
-  if (spec.max !== undefined && value > spec.max) return false;
-  return true;
-}
-
-/** A value as it appears in a log line: strings quoted, objects as JSON. */
-export function describeValue(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'object' && value !== null) {
-    try {
-      return JSON.stringify(value);
-    } catch {
-      return Object.prototype.toString.call(value);
-    }
-  }
-  return String(value);
 }
 
 /** Where a scope's values go and how it is named in warnings. */
@@ -153,7 +120,7 @@ export function parseSettings(text: string, file: string, previous: SettingsTabl
         continue;
       }
       const raw = toJS(doc, pair.value);
-      if (isValidValue(key, raw)) {
+      if (isValidSettingValue(key, raw)) {
         out.set(key, raw);
         continue;
       }
@@ -165,8 +132,8 @@ export function parseSettings(text: string, file: string, previous: SettingsTabl
             ? `the registry default ${String(SETTINGS[key].default)} applies`
             : 'not overridden (the defaults section or the registry default applies)';
       warn(
-        `${scope.label}: invalid value ${describeValue(raw)} for ${key} at line ${lineOf(pair.value) ?? line ?? '?'} (expected ${expectedValue(key)}); ${outcome}`,
-        { ...where, setting: key, value: describeValue(raw), expected: expectedValue(key), line: lineOf(pair.value) ?? line },
+        `${scope.label}: invalid value ${describeValue(raw)} for ${key} at line ${lineOf(pair.value) ?? line ?? '?'} (expected ${expectedSettingValue(key)}); ${outcome}`,
+        { ...where, setting: key, value: describeValue(raw), expected: expectedSettingValue(key), line: lineOf(pair.value) ?? line },
       );
       if (kept !== undefined) out.set(key, kept);
     }

@@ -1,8 +1,11 @@
+import type { ErrorCatalogue } from '@bifro/spi';
+
 /**
  * The error codes of the level storage. Every error it throws has a message starting with
  * `<CODE>: ` (the convention of the broker's catalogue, docs/errors.md) and a `code` property.
- * A plugin cannot import core's BifroError, so this catalogue mirrors its shape; core lists the
- * same codes in its own catalogue.
+ * A plugin cannot import core's BifroError; the plugin declares these codes in its definition
+ * (`errors`, the SPI's {@link ErrorCatalogue}), so the broker knows them once it loaded the plugin
+ * and docs/errors.md lists them.
  */
 export const STORAGE_ERRORS = {
   BIFRO_STORAGE_LOCKED: {
@@ -37,7 +40,7 @@ export const STORAGE_ERRORS = {
     summary: 'An option of the level storage plugin has the wrong type or range.',
     remedy: 'Fix `plugins.storage.options` in the broker config: see the option table in docs/storage.md.',
   },
-} as const;
+} as const satisfies ErrorCatalogue;
 
 /** A code of the level storage. */
 export type StorageErrorCode = keyof typeof STORAGE_ERRORS;
