@@ -1,7 +1,7 @@
 import type { Lifecycle } from './common';
 
 /**
- * Every event type the broker reports, by group (ARCHITECTURE §5). Collectors name the types they
+ * Every event type the broker reports, by group (docs/spi/events.md). Collectors name the types they
  * want; the broker builds an event only when some collector wants its type.
  */
 export const EVENT_TYPES = {

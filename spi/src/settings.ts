@@ -33,7 +33,7 @@ const U32 = 0xffffffff;
 const I32 = 0x7fffffff;
 
 /**
- * The per-tenant settings registry (ARCHITECTURE §4): every setting once, with its type, default,
+ * The per-tenant settings registry (docs/spi/settings.md): every setting once, with its type, default,
  * bounds and meaning. A {@link SettingProvider} may override any of them per tenant; values out of
  * bounds are rejected by the broker with a warning naming tenant, setting and value, and the
  * registry default applies.

@@ -1,6 +1,6 @@
 import type { Lifecycle } from './common';
 
-/** Per-tenant resources the broker asks the throttler about (ARCHITECTURE §5). */
+/** Per-tenant resources the broker asks the throttler about (docs/tenancy.md § Usage and quotas). */
 export const RESOURCE_TYPES = [
   'TotalConnections',
   'TotalSessionMemoryBytes',

@@ -18,7 +18,7 @@ import type {
 } from '@bifro/spi';
 
 /**
- * The guards core calls instead of plugins (STYLE lesson 4). Each applies the call timeout, turns
+ * The guards core calls instead of plugins (docs/principles.md 3). Each applies the call timeout, turns
  * throws and rejections into typed results, records per-plugin call metrics and reports a
  * `pluginCallFailed` event. Core never holds a plugin instance directly.
  */

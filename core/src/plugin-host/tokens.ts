@@ -14,7 +14,7 @@ export const PLUGIN_TOKENS = {
   Storage: Symbol('Storage'),
 } as const;
 
-/** Registers the host and each of its managers as values (resolved once at boot, STYLE lesson 11). */
+/** Registers the host and each of its managers as values (resolved once at boot: docs/principles.md 8, hot-path discipline). */
 export function registerPluginHost(container: DependencyContainer, host: PluginHost): void {
   container.register<PluginHost>(PLUGIN_TOKENS.Host, { useValue: host });
   container.register<AuthManager>(PLUGIN_TOKENS.Auth, { useValue: host.auth });

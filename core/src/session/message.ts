@@ -10,7 +10,7 @@ export interface EncodedPublish {
 /**
  * An application message inside the broker: what was published, plus the encodings made so far.
  * Encoded once per variant (protocol family × QoS × RETAIN) and shared by every subscriber of
- * that variant (ARCHITECTURE §9); variants with per-subscriber properties (subscription ids, topic
+ * that variant (docs/architecture.md § Data path); variants with per-subscriber properties (subscription ids, topic
  * alias, message expiry) are encoded per delivery.
  */
 export class Message implements EncodableMessage {
