@@ -7,35 +7,14 @@ import type { Session, SessionLink, Delivery } from '../session/session';
 import type { WheelEntry } from '../session/timer-wheel';
 import type { ConnectionHandover } from '../workers/handover';
 import { FrameReader, type FrameSink } from './codec/frame-reader';
-import { decodePublish, encodeAck, encodePublish, hasMalformedTopic, patchPacketId } from './codec/publish-codec';
-import {
-  checkAck,
-  checkPingreq,
-  decodeAuth,
-  decodeConnect,
-  decodeDisconnect,
-  decodeSubscribe,
-  decodeUnsubscribe,
-  isDecodeFailure,
-  unexpectedPacketType,
-  type DecodeFailure,
-  type DecodeFailureEvent,
-  type DecodedConnect,
-} from './codec/packet-decoder';
+import { encodeAck, encodePublish, patchPacketId } from './codec/publish-codec';
+import { decodeConnect, isDecodeFailure, type DecodeFailure, type DecodeFailureEvent, type DecodedConnect } from './codec/packet-decoder';
 import { RC } from './reason-codes';
+import { PACKET, type AckType } from './packet-types';
 import { PublishAck } from './publish-ack';
 import { describeError } from '../errors';
 import { handleConnect, handleUnsupportedConnect } from './handlers/connect';
-import { handleAuth } from './handlers/auth';
-import { handleDisconnect } from './handlers/disconnect';
-import { handlePingreq } from './handlers/pingreq';
-import { handlePublish } from './handlers/publish';
-import { handlePuback } from './handlers/puback';
-import { handlePubrec } from './handlers/pubrec';
-import { handlePubrel } from './handlers/pubrel';
-import { handlePubcomp } from './handlers/pubcomp';
-import { handleSubscribe } from './handlers/subscribe';
-import { handleUnsubscribe } from './handlers/unsubscribe';
+import { CONNECTED_HANDLERS, dispatchAuth } from './handlers';
 
 /** Where a connection came from, as the transport established it. */
 export interface ConnectionOrigin {
@@ -218,7 +197,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.meterInbound(chunk.length, now);
     this.receive(chunk);
     // The tenant's inbound bytes per second (counted per PUBLISH payload) are asked about once per
-    // chunk read, not per PUBLISH: over them, reading pauses (ARCHITECTURE §5 "slowed reading").
+    // chunk read, not per PUBLISH: over them, reading pauses (docs/tenancy.md § Usage and quotas).
     if (
       this.state === 'connected' &&
       !this.engine.throttler.hasResource(this.client!.tenantId, 'TotalInboundBytesPerSecond') &&
@@ -282,66 +261,13 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       this.onPreConnectFrame(header, type, body, frame);
       return;
     }
-    switch (type) {
-      case 3: {
-        const decoded = decodePublish(header, body, this.v5);
-        if (typeof decoded === 'number') {
-          if (hasMalformedTopic(body)) this.protocolError(decoded, 'topic is ill-formed UTF-8 or contains U+0000', 'malformedTopic');
-          else this.protocolError(decoded, 'invalid PUBLISH', 'badPacket');
-          return;
-        }
-        handlePublish(this, decoded);
-        return;
-      }
-      case 4:
-      case 5:
-      case 6:
-      case 7: {
-        const bad = checkAck(type, body, this.v5);
-        if (bad !== undefined) {
-          this.refuseFrame(bad);
-          return;
-        }
-        const packetId = body.readUInt16BE(0);
-        const reasonCode = body.length > 2 ? body[2]! : 0;
-        if (type === 4) handlePuback(this, packetId);
-        else if (type === 5) handlePubrec(this, packetId, reasonCode);
-        else if (type === 6) handlePubrel(this, packetId);
-        else handlePubcomp(this, packetId);
-        return;
-      }
-      case 12: {
-        const bad = checkPingreq(body);
-        if (bad !== undefined) this.refuseFrame(bad);
-        else handlePingreq(this);
-        return;
-      }
-      case 1:
-        // A second CONNECT is a protocol error [MQTT-3.1.0-2].
-        this.protocolError(RC.ProtocolError, 'second CONNECT', 'protocolViolation');
-        return;
-      case 8:
-        this.dispatch(decodeSubscribe(body, this.v5));
-        return;
-      case 10:
-        this.dispatch(decodeUnsubscribe(body, this.v5));
-        return;
-      case 14:
-        this.dispatch(decodeDisconnect(body, this.v5));
-        return;
-      case 15:
-        this.dispatch(this.v5 ? decodeAuth(body) : unexpectedPacketType(type, false));
-        return;
-      default:
-        // Reserved type 0, and packets only a server sends (CONNACK, SUBACK, UNSUBACK, PINGRESP).
-        this.refuseFrame(unexpectedPacketType(type, this.v5));
-    }
+    CONNECTED_HANDLERS[type]!(this, header, body);
   }
 
   private onPreConnectFrame(header: number, type: number, body: Buffer, frame: Buffer): void {
     if (this.state === 'awaiting-connect') {
       // The first packet MUST be CONNECT [MQTT-3.1.0-1].
-      if (type !== 1) {
+      if (type !== PACKET.CONNECT) {
         this.destroy();
         return;
       }
@@ -356,8 +282,8 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       return;
     }
     // During an enhanced authentication exchange only AUTH (v5) may arrive [MQTT-3.1.2-30], (§4.12.0).
-    if (type === 15 && this.v5) {
-      this.dispatch(decodeAuth(body));
+    if (type === PACKET.AUTH && this.v5) {
+      dispatchAuth(this, body);
       return;
     }
     if (this.authExchange !== undefined || this.pendingConnect !== undefined) {
@@ -385,36 +311,6 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       this.onFrame(f[i] as number, f[i + 1] as Buffer, f[i + 2] as Buffer);
   }
 
-  /** Hand a decoded packet to its handler, or close for the reason the decoder gave. */
-  private dispatch(packet: Packet | DecodeFailure): void {
-    if (this.state === 'closed') return;
-    if (isDecodeFailure(packet)) {
-      this.refuseFrame(packet);
-      return;
-    }
-    switch (packet.cmd) {
-      case 'auth':
-        handleAuth(this, packet);
-        return;
-      case 'subscribe':
-        handleSubscribe(this, packet);
-        return;
-      case 'unsubscribe':
-        handleUnsubscribe(this, packet);
-        return;
-      case 'disconnect':
-        handleDisconnect(this, packet);
-        return;
-      default:
-        this.protocolError(RC.ProtocolError, `unexpected ${packet.cmd}`, 'protocolViolation');
-    }
-  }
-
-  /** Close for a frame the decoder refused, with its reason code and event. */
-  private refuseFrame(failure: DecodeFailure): void {
-    this.protocolError(failure.code, failure.why, failure.event);
-  }
-
   /**
    * A CONNECT the decoder refused: 3.1/3.1.1 close without CONNACK (§4.8: a protocol violation
    * closes the connection); v5 may first get CONNACK with 0x81 / 0x82 [MQTT-4.13.1-1].
@@ -433,7 +329,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
 
   /**
    * Stop reading the socket for a while (the tenant's inbound bandwidth quota is exhausted): the
-   * client is slowed by TCP flow control, nothing is dropped (ARCHITECTURE §5 "slowed reading").
+   * client is slowed by TCP flow control, nothing is dropped (docs/tenancy.md § Usage and quotas).
    */
   slowDown(ms: number): boolean {
     if (this.slowed || this.state === 'closed') return false;
@@ -759,14 +655,14 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   }
 
   sendPubrel(packetId: number): void {
-    this.write(encodeAck(6, packetId, 0, this.v5));
+    this.write(encodeAck(PACKET.PUBREL, packetId, 0, this.v5));
   }
 
   /** Send an acknowledgement; a PUBACK or PUBREC is reported as `pubAcked` / `pubReceived` with the PUBLISH's `topic`. */
-  sendAck(type: 4 | 5 | 6 | 7, packetId: number, reasonCode: number, topic?: string): void {
+  sendAck(type: AckType, packetId: number, reasonCode: number, topic?: string): void {
     this.write(encodeAck(type, packetId, reasonCode, this.v5));
-    if (type === 6 || type === 7) return;
-    const event = type === 4 ? 'pubAcked' : 'pubReceived';
+    if (type === PACKET.PUBREL || type === PACKET.PUBCOMP) return;
+    const event = type === PACKET.PUBACK ? 'pubAcked' : 'pubReceived';
     if (this.engine.events.wants(event)) this.engine.emit(event, this.client, { topic, packetId, reasonCode });
   }
 
@@ -792,12 +688,12 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     while (queue.length > 0 && queue[0]!.state !== 'waiting') {
       const entry = queue.shift()!;
       if (this.state === 'closed') continue;
-      if (entry.state === 'ready' || entry.type === 7) {
+      if (entry.state === 'ready' || entry.type === PACKET.PUBCOMP) {
         // PUBCOMP: the release is done in memory whatever storage said (the failure was logged).
         this.sendAck(entry.type, entry.packetId, entry.reasonCode, entry.topic);
       } else if (this.v5) {
         this.reportDistError(entry);
-        if (entry.type === 5) this.session?.inboundQoS2.delete(entry.packetId);
+        if (entry.type === PACKET.PUBREC) this.session?.inboundQoS2.delete(entry.packetId);
         this.sendAck(entry.type, entry.packetId, RC.UnspecifiedError, entry.topic);
       } else {
         this.reportDistError(entry);
@@ -808,7 +704,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
 
   private reportDistError(entry: PublishAck): void {
     const error = describeError(entry.error);
-    this.engine.emit('distError', this.client, { what: 'publish', topic: entry.topic, qos: entry.type === 4 ? 1 : 2, error });
+    this.engine.emit('distError', this.client, { what: 'publish', topic: entry.topic, qos: entry.type === PACKET.PUBACK ? 1 : 2, error });
   }
 
   // ---- closing ----

@@ -336,7 +336,7 @@ export class Engine implements SessionHost {
   }
 
   /**
-   * The tenant's retained quotas (ARCHITECTURE §5): over them the message is not retained but
+   * The tenant's retained quotas (docs/tenancy.md § Usage and quotas): over them the message is not retained but
    * still delivered. The rates are checked at once; when the topics or bytes gauge is at its
    * quota, replacing a topic that already has a retained message stays allowed for the topics
    * quota (a lookup decides), not for the bytes quota.
@@ -720,7 +720,7 @@ export class Engine implements SessionHost {
 
   /**
    * Ask the client balancer about every connected client every `mqtt.redirectCheckIntervalMs`
-   * (ARCHITECTURE §3: at CONNECT and periodically); a client it moves is disconnected with v5
+   * (docs/mqtt.md § Enhanced authentication and redirect); a client it moves is disconnected with v5
    * 0x9C / 0x9D and the server reference (a v3 client is just disconnected).
    */
   startRedirectChecks(): void {

@@ -1,4 +1,5 @@
 import type { WriteWaiter } from '../session/session';
+import type { PACKET } from './packet-types';
 
 /** Where settled acknowledgements go: the connection sends them in PUBLISH order. */
 export interface AckSink {
@@ -23,7 +24,7 @@ export class PublishAck implements WriteWaiter {
 
   constructor(
     private readonly sink: AckSink,
-    readonly type: 4 | 5 | 7,
+    readonly type: typeof PACKET.PUBACK | typeof PACKET.PUBREC | typeof PACKET.PUBCOMP,
     readonly packetId: number,
     /** The PUBLISH's topic, for the `pubAcked` / `pubReceived` events. */
     readonly topic: string | undefined,

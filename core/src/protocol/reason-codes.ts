@@ -3,6 +3,16 @@ import type { AuthRejectReason } from '@bifro/spi';
 /** MQTT 5 reason codes the broker sends (MQTT 5.0 §2.4). */
 export const RC = {
   Success: 0x00,
+  /** DISCONNECT from a client: close, and publish the will (§3.14.2.1). */
+  DisconnectWithWillMessage: 0x04,
+  /** PUBACK/PUBREC: accepted, but nobody subscribes (§3.4.2.1). */
+  NoMatchingSubscribers: 0x10,
+  /** UNSUBACK: no subscription existed (§3.11.3). */
+  NoSubscriptionExisted: 0x11,
+  /** AUTH: the exchange goes on (§3.15.2.1). */
+  ContinueAuthentication: 0x18,
+  /** AUTH: the client re-authenticates (§3.15.2.1). */
+  ReAuthenticate: 0x19,
   UnspecifiedError: 0x80,
   MalformedPacket: 0x81,
   ProtocolError: 0x82,

@@ -2,6 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import type { IAuthPacket, IConnectPacket, IDisconnectPacket, ISubscribePacket, ISubscription, IUnsubscribePacket, QoS } from 'mqtt-packet';
 import { checkSubscription, PROTOCOL_TOPIC_LIMITS } from '../../routing/topic';
 import { readVarint } from './varint';
+import { PACKET, type AckType } from '../packet-types';
 
 /**
  * Bifro's decoder for the control packets a client sends other than PUBLISH (which has its own
@@ -442,7 +443,7 @@ const ACK_NAMES = ['', '', '', '', 'PUBACK', 'PUBREC', 'PUBREL', 'PUBCOMP'] as c
  * code valid for the type and properties (Reason String once, User Properties) that end exactly
  * at the end of the packet. The packet id must not be 0 [MQTT-2.2.1-3]. Undefined when fine.
  */
-export function checkAck(type: 4 | 5 | 6 | 7, body: Buffer, v5: boolean): DecodeFailure | undefined {
+export function checkAck(type: AckType, body: Buffer, v5: boolean): DecodeFailure | undefined {
   const name = ACK_NAMES[type];
   if (!v5) {
     if (body.length !== 2) return new Refusal(MALFORMED_PACKET, `${name} with remaining length ${body.length} (2 required)`);
@@ -450,7 +451,7 @@ export function checkAck(type: 4 | 5 | 6 | 7, body: Buffer, v5: boolean): Decode
   if (body.readUInt16BE(0) === 0) return new Refusal(PROTOCOL_ERROR, `${name} with packet identifier 0`);
   if (body.length === 2) return undefined;
   const code = body[2]!;
-  if (!(type === 4 || type === 5 ? PUBACK_CODES : PUBREL_CODES).has(code))
+  if (!(type === PACKET.PUBACK || type === PACKET.PUBREC ? PUBACK_CODES : PUBREL_CODES).has(code))
     return new Refusal(PROTOCOL_ERROR, `${name} reason code 0x${code.toString(16)}`);
   if (body.length === 3) return undefined;
   return attempt(() => {
@@ -469,6 +470,6 @@ export function checkPingreq(body: Buffer): DecodeFailure | undefined {
 
 /** A packet type a client never sends: reserved 0 (and 15 before v5) is malformed, server-only types a protocol error (§2.1.2). */
 export function unexpectedPacketType(type: number, v5: boolean): DecodeFailure {
-  if (type === 0 || (type === 15 && !v5)) return new Refusal(MALFORMED_PACKET, `reserved packet type ${type}`);
+  if (type === 0 || (type === PACKET.AUTH && !v5)) return new Refusal(MALFORMED_PACKET, `reserved packet type ${type}`);
   return new Refusal(PROTOCOL_ERROR, `packet type ${type} is sent by servers only`);
 }

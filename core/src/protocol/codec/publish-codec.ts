@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { QoS } from '@bifro/spi';
 import { readVarint, varintSize, writeVarint } from './varint';
+import { PACKET, type AckType } from '../packet-types';
 
 /**
  * PUBLISH is the hot packet: Bifro decodes and encodes it itself rather than through mqtt-packet,
@@ -293,10 +294,11 @@ export function patchPacketId(template: Buffer, packetIdOffset: number, packetId
 }
 
 /** Encode PUBACK / PUBREC / PUBREL / PUBCOMP (`type` 4, 5, 6, 7). v5 reason code omitted when 0 without properties. */
-export function encodeAck(type: 4 | 5 | 6 | 7, packetId: number, reasonCode: number, v5: boolean): Buffer {
+export function encodeAck(type: AckType, packetId: number, reasonCode: number, v5: boolean): Buffer {
   const withCode = v5 && reasonCode !== 0;
   const buf = Buffer.allocUnsafe(withCode ? 5 : 4);
-  buf[0] = (type << 4) | (type === 6 ? 0x02 : 0);
+  // PUBREL's fixed header flags are 0010 [MQTT-3.6.1-1].
+  buf[0] = (type << 4) | (type === PACKET.PUBREL ? 0x02 : 0);
   buf[1] = withCode ? 3 : 2;
   buf.writeUInt16BE(packetId, 2);
   if (withCode) buf[4] = reasonCode;

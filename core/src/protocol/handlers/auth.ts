@@ -3,9 +3,6 @@ import type { MqttConnection } from '../connection';
 import { RC } from '../reason-codes';
 import { continueExtendedAuth } from './connect';
 
-const CONTINUE = 0x18;
-const REAUTHENTICATE = 0x19;
-
 /**
  * AUTH (v5 enhanced authentication): the next step of an exchange started by CONNECT, or a
  * re-authentication of a connected client (0x19) with the method it connected with
@@ -18,7 +15,7 @@ export function handleAuth(conn: MqttConnection, packet: IAuthPacket): void {
   const exchange = conn.authExchange;
 
   if (conn.state === 'authenticating') {
-    if (exchange === undefined || packet.reasonCode !== CONTINUE || method !== exchange.method) {
+    if (exchange === undefined || packet.reasonCode !== RC.ContinueAuthentication || method !== exchange.method) {
       conn.protocolError(RC.ProtocolError, 'unexpected AUTH during connect', 'protocolViolation');
       return;
     }
@@ -32,9 +29,9 @@ export function handleAuth(conn: MqttConnection, packet: IAuthPacket): void {
   }
 
   // Connected: re-authentication.
-  const started = packet.reasonCode === REAUTHENTICATE;
+  const started = packet.reasonCode === RC.ReAuthenticate;
   if (
-    (!started && (exchange === undefined || packet.reasonCode !== CONTINUE)) ||
+    (!started && (exchange === undefined || packet.reasonCode !== RC.ContinueAuthentication)) ||
     conn.authMethod === undefined ||
     method !== conn.authMethod
   ) {
@@ -63,7 +60,7 @@ export function handleAuth(conn: MqttConnection, packet: IAuthPacket): void {
         conn.authExchange = { method, state, reauth: true };
         conn.send({
           cmd: 'auth',
-          reasonCode: CONTINUE,
+          reasonCode: RC.ContinueAuthentication,
           properties: {
             authenticationMethod: method,
             authenticationData: result.data === undefined ? undefined : Buffer.from(result.data),

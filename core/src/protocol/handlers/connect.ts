@@ -237,7 +237,7 @@ export function continueExtendedAuth(
     conn.authExchange = { method, state, reauth: false };
     conn.send({
       cmd: 'auth',
-      reasonCode: 0x18,
+      reasonCode: RC.ContinueAuthentication,
       properties: { authenticationMethod: method, authenticationData: result.data === undefined ? undefined : Buffer.from(result.data) },
     });
     return;

@@ -25,7 +25,7 @@ export function handleDisconnect(conn: MqttConnection, packet: IDisconnectPacket
             engine.setting(tenantId, 'MaxSessionExpirySeconds'),
           );
   }
-  conn.normalDisconnect = !(conn.v5 && packet.reasonCode === 0x04);
+  conn.normalDisconnect = !(conn.v5 && packet.reasonCode === RC.DisconnectWithWillMessage);
   conn.closeCause = { type: 'byClient', reasonCode: packet.reasonCode ?? 0 };
   conn.end();
 }

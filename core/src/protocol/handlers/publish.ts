@@ -6,6 +6,7 @@ import { validateTopicName } from '../../routing/topic';
 import { Message } from '../../session/message';
 import { RC } from '../reason-codes';
 import { PublishAck } from '../publish-ack';
+import { ackTypeFor, PACKET } from '../packet-types';
 import { describeError } from '../../errors';
 import { isReservedTopic } from '../../security/secure-defaults';
 import { COUNTER, resourceIndex } from '../../tenancy/tenant-usage';
@@ -86,7 +87,7 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
   if (p.qos === 2) {
     if (session.inboundQoS2.has(p.packetId)) {
       // A duplicate before PUBREL: acknowledge again, do not deliver again [MQTT-4.3.3-9].
-      conn.sendAck(5, p.packetId, 0, topic);
+      conn.sendAck(PACKET.PUBREC, p.packetId, 0, topic);
       return;
     }
     if (session.inboundQoS2.size >= limits.receivingMaximum) {
@@ -99,7 +100,7 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
   if (p.properties?.payloadFormatIndicator === true && engine.setting(tenantId, 'PayloadFormatValidationEnabled') && !isUtf8(p.payload)) {
     // Payload Format Indicator 1 promises UTF-8 [MQTT-3.3.2-4]: refuse what is not.
     if (p.qos === 0) conn.protocolError(RC.PayloadFormatInvalid, 'payload is not UTF-8', 'protocolViolation');
-    else conn.sendAck(p.qos === 1 ? 4 : 5, p.packetId, conn.v5 ? RC.PayloadFormatInvalid : 0, topic);
+    else conn.sendAck(ackTypeFor(p.qos), p.packetId, conn.v5 ? RC.PayloadFormatInvalid : 0, topic);
     return;
   }
 
@@ -124,8 +125,7 @@ function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed:
   if (!allowed) {
     engine.emit('pubActionDisallow', client, { topic, qos: p.qos });
     // v5: Not authorized on the acknowledgement; v3 cannot say no: acknowledged and dropped.
-    if (p.qos === 1) conn.sendAck(4, p.packetId, conn.v5 ? RC.NotAuthorized : 0, topic);
-    else if (p.qos === 2) conn.sendAck(5, p.packetId, conn.v5 ? RC.NotAuthorized : 0, topic);
+    if (p.qos > 0) conn.sendAck(ackTypeFor(p.qos as 1 | 2), p.packetId, conn.v5 ? RC.NotAuthorized : 0, topic);
     return;
   }
   const now = Date.now();
@@ -159,7 +159,7 @@ function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed:
   }
   // QoS 1/2: acknowledged once what storage must keep is written (persistent subscribers'
   // inboxes, the retained message, our own QoS 2 packet id), in PUBLISH order.
-  const ack = new PublishAck(conn, p.qos === 1 ? 4 : 5, p.packetId, topic);
+  const ack = new PublishAck(conn, ackTypeFor(p.qos), p.packetId, topic);
   if (p.retain) ack.add(engine.retainMessage(client, msg));
   const matched = distribute(conn, msg, ack);
   const session = conn.session!;
@@ -167,7 +167,7 @@ function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed:
     session.inboundQoS2.add(p.packetId);
     if (session.persistent) ack.add(engine.persistence.addIncoming(session, p.packetId));
   }
-  ack.reasonCode = matched === 0 && conn.v5 ? RC_NO_MATCHING_SUBSCRIBERS : 0;
+  ack.reasonCode = matched === 0 && conn.v5 ? RC.NoMatchingSubscribers : 0;
   conn.queueAck(ack);
 }
 
@@ -199,6 +199,3 @@ function distribute(conn: MqttConnection, msg: Message, ack: PublishAck | undefi
 }
 
 const INBOUND_RATE = resourceIndex('TotalInboundBytesPerSecond');
-
-/** v5 PUBACK/PUBREC 0x10: accepted, but nobody subscribes. */
-const RC_NO_MATCHING_SUBSCRIBERS = 0x10;

@@ -1,5 +1,6 @@
 import type { MqttConnection } from '../connection';
 import { RC } from '../reason-codes';
+import { PACKET } from '../packet-types';
 
 /**
  * PUBREC: the client has a QoS 2 message; answer PUBREL [MQTT-4.3.3-4]. A PUBREC with a failure
@@ -8,5 +9,5 @@ import { RC } from '../reason-codes';
 export function handlePubrec(conn: MqttConnection, packetId: number, reasonCode: number): void {
   const session = conn.session;
   if (session !== undefined && session.received(packetId, reasonCode >= 0x80)) return;
-  if (reasonCode < 0x80) conn.sendAck(6, packetId, conn.v5 ? RC.PacketIdentifierNotFound : 0);
+  if (reasonCode < 0x80) conn.sendAck(PACKET.PUBREL, packetId, conn.v5 ? RC.PacketIdentifierNotFound : 0);
 }

@@ -1,6 +1,7 @@
 import type { MqttConnection } from '../connection';
 import { PublishAck } from '../publish-ack';
 import { RC } from '../reason-codes';
+import { PACKET } from '../packet-types';
 
 /**
  * PUBREL: release an inbound QoS 2 packet id and answer PUBCOMP [MQTT-4.3.3-11]. The message was
@@ -11,7 +12,7 @@ import { RC } from '../reason-codes';
 export function handlePubrel(conn: MqttConnection, packetId: number): void {
   const session = conn.session;
   const known = session?.inboundQoS2.delete(packetId) ?? false;
-  const ack = new PublishAck(conn, 7, packetId, undefined);
+  const ack = new PublishAck(conn, PACKET.PUBCOMP, packetId, undefined);
   ack.reasonCode = known || !conn.v5 ? 0 : RC.PacketIdentifierNotFound;
   if (known && session!.persistent) {
     const removed = session!.host.persistence.removeIncoming(session!, packetId);

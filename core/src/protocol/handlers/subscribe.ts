@@ -113,7 +113,7 @@ function finish(
       codes[i] = conn.v5 ? RC.QuotaExceeded : V3_FAILURE;
       return;
     }
-    // The tenant's subscription quota (ARCHITECTURE §5): SUBACK 0x97 / v3 0x80.
+    // The tenant's subscription quota (docs/tenancy.md § Usage and quotas): SUBACK 0x97 / v3 0x80.
     if (isNew && !engine.claimSubscription(session, s.topic)) {
       codes[i] = conn.v5 ? RC.QuotaExceeded : V3_FAILURE;
       return;

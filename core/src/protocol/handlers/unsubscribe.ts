@@ -2,9 +2,6 @@ import type { IUnsubackPacket, IUnsubscribePacket } from 'mqtt-packet';
 import type { MqttConnection } from '../connection';
 import { RC } from '../reason-codes';
 
-/** v5 UNSUBACK: no subscription existed. */
-const NO_SUBSCRIPTION_EXISTED = 0x11;
-
 /**
  * UNSUBSCRIBE: remove each filter (compared character by character [MQTT-3.10.4-1]) and answer
  * UNSUBACK with the same packet id [MQTT-3.10.4-4]; v5 carries one reason code per filter.
@@ -36,7 +33,7 @@ function finish(conn: MqttConnection, packet: IUnsubscribePacket, allowed: reado
     const existed = session.subscriptions.delete(filter);
     tenant?.unsubscribe(client.clientId, filter);
     engine.releaseSubscription(session, filter);
-    return existed ? 0 : NO_SUBSCRIPTION_EXISTED;
+    return existed ? 0 : RC.NoSubscriptionExisted;
   });
   engine.dist.dropIfEmpty(client.tenantId);
   const unsuback: IUnsubackPacket = { cmd: 'unsuback', messageId: packet.messageId!, granted: conn.v5 ? codes : [] };
