@@ -1,44 +1,34 @@
 import type { Duplex } from 'node:stream';
 import mqtt, { type IDisconnectPacket, type Packet } from 'mqtt-packet';
-import type { AuthRequest, ClientCertificate, ClientInfo, ProtocolVersion } from '@bifro/spi';
-import type { ConnectLimits, Engine, LiveLimits } from './engine';
-import { COUNTER, resourceIndex, type TenantState } from '../tenancy/tenant-usage';
-import type { Session, SessionLink, Delivery } from '../session/session';
+import type { ClientInfo, ProtocolVersion } from '@bifro/spi';
+import type { ConnectLimits, Engine, LiveLimits } from '../broker/engine';
+import { COUNTER, type TenantState } from '../tenancy/tenant-usage';
+import type { Session, Delivery } from '../session/session';
 import type { WheelEntry } from '../session/timer-wheel';
-import type { ConnectionHandover } from '../workers/handover';
 import { FrameReader, type FrameSink } from './codec/frame-reader';
-import { encodeAck, encodePublish, patchPacketId } from './codec/publish-codec';
-import { decodeConnect, isDecodeFailure, type DecodeFailure, type DecodeFailureEvent, type DecodedConnect } from './codec/packet-decoder';
+import { encodeAck, patchPacketId } from './codec/publish-codec';
 import { RC } from './reason-codes';
 import { PACKET, type AckType } from './packet-types';
-import { PublishAck } from './publish-ack';
-import { describeError } from '../errors';
-import { handleConnect, handleUnsupportedConnect } from './handlers/connect';
-import { CONNECTED_HANDLERS, dispatchAuth } from './handlers';
+import type { PublishAck } from './publish-ack';
+import { CONNECTED_HANDLERS } from './handlers';
+import { PRE_CONNECT_MAX_PACKET, preConnectFrame, type EarlyFrames } from './pre-connect';
+import type {
+  AuthExchange,
+  CloseCause,
+  ConnectionHandover,
+  ConnectionPort,
+  ConnectionState,
+  PendingConnect,
+  ProtocolErrorEvent,
+} from './connection-port';
+import { canWrite, ConnectionMeters, meterInbound, OUTBOUND_RATE, queueOverflowed, throttleTenantInbound } from './flow-control';
+import { encodeV5Publish, type OutboundAliases } from './outbound-aliases';
+import { flushAcks, queueAck } from './ack-queue';
 
-/** Where a connection came from, as the transport established it. */
-export interface ConnectionOrigin {
-  readonly listener: string;
-  /** The client's address (from the PROXY protocol header when the listener accepts it). */
-  readonly remoteAddress: string;
-  readonly remotePort: number;
-  /** The TLS client certificate, on TLS/WSS listeners that request one and got one. */
-  readonly clientCertificate?: ClientCertificate;
-}
-
-type ConnectionState = 'awaiting-connect' | 'authenticating' | 'connected' | 'closed';
-
-/** Largest packet before CONNECT tells us the tenant's limit. */
-const PRE_CONNECT_MAX_PACKET = 1 << 20;
+import type { ConnectionOrigin } from '../transport/connection-origin';
 
 /** Fixed header flags each packet type must carry [MQTT-2.2.2-1], [MQTT-2.2.2-2] (PUBLISH checked by its decoder). */
 const REQUIRED_FLAGS = [-1, 0, 0, -1, 0, 0, 2, 0, 2, 0, 2, 0, 0, 0, 0, 0];
-
-/** Index of the tenant's outbound bytes per second in its usage. */
-const OUTBOUND_RATE = resourceIndex('TotalOutboundBytesPerSecond');
-
-/** How long reading pauses when the tenant's inbound bytes per second are used up. */
-const INBOUND_SLOWDOWN_MS = 100;
 
 /**
  * How long a socket the broker ended (socket.end(), after a DISCONNECT or CONNACK it had to send)
@@ -46,39 +36,10 @@ const INBOUND_SLOWDOWN_MS = 100;
  */
 const END_LINGER_MS = 1000;
 
-/** Bytes a connection writes between two questions about its tenant's outbound quota (bounds the overshoot). */
-const OUTBOUND_CHECK_BYTES = 16 * 1024;
-
-/** How long deliveries wait when the tenant's outbound bytes per second are used up. */
-const OUTBOUND_RETRY_MS = 100;
-
 // mqtt-packet pre-builds 65,536 two-byte buffers (≈ 6 MB) the first time it encodes a packet id;
 // Bifro encodes PUBLISH and its acknowledgements itself, so the few packets left to mqtt-packet
 // (CONNACK, SUBACK, ...) allocate their numbers as needed instead.
 (mqtt.writeToStream as typeof mqtt.writeToStream & { cacheNumbers: boolean }).cacheNumbers = false;
-
-/** Per-connection rate windows and flow state: only connections that carry traffic need them. */
-class ConnectionMeters {
-  /** Publish rate window (MsgPubPerSec). */
-  pubWindowStart = 0;
-  pubWindowCount = 0;
-  /** Inbound byte window (InBoundBandWidth). */
-  inWindowStart = 0;
-  inWindowBytes = 0;
-  /** The outbound one-second window: bytes (OutBoundBandWidth) and PUBLISH packets (MinSendPerSec), and the packets of the last one. */
-  outWindowStart = 0;
-  outWindowBytes = 0;
-  outWindowMessages = 0;
-  lastWindowMessages = 0;
-  /** A drain is scheduled for when the outbound window reopens. */
-  outRetry = false;
-  /** Bytes written since the tenant's outbound quota was last asked. */
-  outSinceCheck = 0;
-  /** subscriberStalled (MinSendPerSec) was reported in the current window. */
-  stallReported = false;
-  /** Since when the socket has been over its write high-water mark (0: it is not). */
-  stalledSince = 0;
-}
 
 /** The connection a socket belongs to, for the shared socket listeners below. */
 const OWNER = Symbol('bifro.connection');
@@ -106,7 +67,8 @@ function uncork(conn: MqttConnection): void {
  * other packets by mqtt-packet. Handlers live in ./handlers, one file per packet type. Writes are
  * corked and flushed once per tick, so many packets leave in one syscall.
  */
-export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
+export class MqttConnection implements ConnectionPort, WheelEntry, FrameSink {
+  // Members of ConnectionPort are documented there. Field order is the object's layout: keep it.
   wheelSlot = -1;
   state: ConnectionState = 'awaiting-connect';
   protocolVersion: ProtocolVersion = 4;
@@ -117,52 +79,35 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   keepAlive = 0;
   /** Coarse time of the last packet received. */
   lastActivity: number;
-  /** The client's Receive Maximum (v5), 65535 otherwise. */
   receiveMaximum = 65535;
-  /** The client's Maximum Packet Size (v5). */
   maxPacketSizeOut = Number.MAX_SAFE_INTEGER;
-  /** Topic aliases the client accepts from us (v5 Topic Alias Maximum in CONNECT). */
   topicAliasMaximumOut = 0;
-  /** Topic aliases we accept (v5 Topic Alias Maximum in CONNACK). */
   topicAliasMaximumIn = 0;
-  /** v5 Request Problem Information (default true) [MQTT-3.1.2-29]. */
   requestProblemInfo = true;
-  /** Set when the client sent DISCONNECT: no will unless reason 0x04 [MQTT-3.1.2-10]. */
   normalDisconnect = false;
-  /**
-   * Why the connection ends, for the event {@link closed} reports: the client's DISCONNECT
-   * (`byClient`), a close by the broker (`byServer`), or `reported` when its reason was reported
-   * already (badPacket, idle, kicked, serverBusy...). Unset: the network connection was lost (`channelError`).
-   */
-  closeCause: { readonly type: 'byClient' | 'byServer'; readonly reasonCode: number; readonly reason?: string } | 'reported' | undefined;
-  /** State of an enhanced authentication exchange in progress. */
-  authExchange: { method: string; state: Map<string, unknown>; reauth: boolean } | undefined;
-  /** The v5 Authentication Method the client connected with (re-authentication must use it). */
+  closeCause: CloseCause | undefined;
+  authExchange: AuthExchange | undefined;
   authMethod: string | undefined;
-  /** CONNECT waiting for the end of an enhanced authentication exchange. */
-  pendingConnect: { packet: DecodedConnect; clientId: string; assigned: boolean; request: AuthRequest } | undefined;
-  /** Worker mode only (docs/multicore.md): hands the connection to the worker owning its tenant once auth names it. */
+  pendingConnect: PendingConnect | undefined;
   handover: ConnectionHandover | undefined;
-  /** Settings fixed at CONNECT (set before CONNACK). */
   limits!: ConnectLimits;
-  /** Live per-connection limits; replaced when stale. */
   live!: LiveLimits;
-  /** The tenant's usage and counters (set at CONNACK). */
   tenant!: TenantState;
-  /** Rate windows and flow state, allocated when the connection first publishes, sends or reads metered data. */
+  /** Rate windows and flow state (./flow-control.ts), allocated when the connection first publishes, sends or reads metered data. */
   private meters: ConnectionMeters | undefined;
-  /** Packets received after CONNECT and before CONNACK (header, body, frame triples), replayed after CONNACK. */
-  private early: { frames: (number | Buffer)[]; bytes: number } | undefined;
-  /** Inbound topic aliases (v5), allocated at the first alias. */
+  /** Packets received after CONNECT and before CONNACK (./pre-connect.ts), replayed after CONNACK. */
+  early: EarlyFrames | undefined;
   aliasesIn: (string | undefined)[] | undefined;
-  private aliasesOut: Map<string, number> | undefined;
+  /** Outbound topic aliases (./outbound-aliases.ts), allocated at the first aliased PUBLISH. */
+  private aliasesOut: OutboundAliases | undefined;
   private readonly reader: FrameReader;
   private readonly connectDeadline: number;
-  private corked = false;
-  /** Reading is paused by {@link slowDown}. */
-  private slowed = false;
-  /** Acknowledgements waiting for storage writes, in PUBLISH order. */
-  private ackQueue: PublishAck[] | undefined;
+  /** Writes of the current tick are corked (flushed on the next tick). */
+  corked = false;
+  /** Reading is paused by flow control (slowDown in ./flow-control.ts). */
+  slowed = false;
+  /** Acknowledgements waiting for storage writes, in PUBLISH order (./ack-queue.ts). */
+  ackQueue: PublishAck[] | undefined;
   /** A handler that awaits a plugin holds further frames until it is done, keeping packet order. */
   private held: Buffer[] | undefined;
 
@@ -194,16 +139,9 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       this.receive(chunk);
       return;
     }
-    this.meterInbound(chunk.length, now);
+    meterInbound(this, chunk.length, now);
     this.receive(chunk);
-    // The tenant's inbound bytes per second (counted per PUBLISH payload) are asked about once per
-    // chunk read, not per PUBLISH: over them, reading pauses (docs/tenancy.md § Usage and quotas).
-    if (
-      this.state === 'connected' &&
-      !this.engine.throttler.hasResource(this.client!.tenantId, 'TotalInboundBytesPerSecond') &&
-      this.slowDown(INBOUND_SLOWDOWN_MS)
-    )
-      this.engine.emit('resourceExhausted', this.client, { resource: 'TotalInboundBytesPerSecond' });
+    if (this.state === 'connected') throttleTenantInbound(this);
   }
 
   /** The socket closed or failed. */
@@ -214,6 +152,15 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
   /** The connection's meters, allocated on first use. */
   get m(): ConnectionMeters {
     return (this.meters ??= new ConnectionMeters());
+  }
+
+  /** Reading is held until a plugin answers ({@link hold}). */
+  get holding(): boolean {
+    return this.held !== undefined;
+  }
+
+  overPublishRate(maxPerSecond: number): boolean {
+    return this.m.countPublish(this.engine.wheel.now, maxPerSecond);
   }
 
   // ---- reading ----
@@ -230,12 +177,10 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     if (reader.partialSince !== 0 && this.state === 'connected') this.engine.wheel.scheduleBy(this, this.packetDeadline());
   }
 
-  /** Whether the connection is closed (a check after an await, where the compiler narrows too eagerly). */
   isClosed(): boolean {
     return this.state === 'closed';
   }
 
-  /** Largest inbound packet accepted from now on. */
   setMaxInboundPacket(size: number): void {
     this.reader.maxPacketSize = size;
   }
@@ -258,50 +203,12 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       return;
     }
     if (this.state !== 'connected') {
-      this.onPreConnectFrame(header, type, body, frame);
+      preConnectFrame(this, header, type, body, frame);
       return;
     }
     CONNECTED_HANDLERS[type]!(this, header, body);
   }
 
-  private onPreConnectFrame(header: number, type: number, body: Buffer, frame: Buffer): void {
-    if (this.state === 'awaiting-connect') {
-      // The first packet MUST be CONNECT [MQTT-3.1.0-1].
-      if (type !== PACKET.CONNECT) {
-        this.destroy();
-        return;
-      }
-      if (handleUnsupportedConnect(this, body)) return;
-      const connect = decodeConnect(body);
-      if (isDecodeFailure(connect)) {
-        this.refuseConnect(connect, body[2 + body.readUInt16BE(0)]!);
-        return;
-      }
-      this.state = 'authenticating';
-      handleConnect(this, connect);
-      return;
-    }
-    // During an enhanced authentication exchange only AUTH (v5) may arrive [MQTT-3.1.2-30], (§4.12.0).
-    if (type === PACKET.AUTH && this.v5) {
-      dispatchAuth(this, body);
-      return;
-    }
-    if (this.authExchange !== undefined || this.pendingConnect !== undefined) {
-      this.protocolError(RC.ProtocolError, 'packet other than AUTH during authentication', 'protocolViolation');
-      return;
-    }
-    // A client may send packets right after CONNECT without waiting for CONNACK (§3.1.4): they are
-    // kept, within the pre-CONNECT packet limit, and handled once the CONNACK is sent.
-    const early = (this.early ??= { frames: [], bytes: 0 });
-    early.bytes += frame.length;
-    if (early.bytes > PRE_CONNECT_MAX_PACKET) {
-      this.protocolError(RC.PacketTooLarge, 'too many bytes before CONNACK', 'oversizePacketDropped');
-      return;
-    }
-    early.frames.push(header, body, frame);
-  }
-
-  /** Handle the packets that came after CONNECT and before CONNACK (called once CONNACK is sent). */
   replayEarlyFrames(): void {
     const early = this.early;
     if (early === undefined) return;
@@ -311,69 +218,11 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       this.onFrame(f[i] as number, f[i + 1] as Buffer, f[i + 2] as Buffer);
   }
 
-  /**
-   * A CONNECT the decoder refused: 3.1/3.1.1 close without CONNACK (§4.8: a protocol violation
-   * closes the connection); v5 may first get CONNACK with 0x81 / 0x82 [MQTT-4.13.1-1].
-   */
-  private refuseConnect(failure: DecodeFailure, level: number): void {
-    this.engine.logger.debug({ remote: this.origin.remoteAddress, reasonCode: failure.code, why: failure.why }, 'refusing CONNECT');
-    this.engine.emit(failure.event, undefined, { reasonCode: failure.code, reason: failure.why, remoteAddress: this.origin.remoteAddress });
-    this.closeCause = 'reported';
-    if (level !== 5) {
-      this.destroy();
-      return;
-    }
-    this.write(Buffer.from([0x20, 0x03, 0x00, failure.code, 0x00]));
-    this.end();
-  }
-
-  /**
-   * Stop reading the socket for a while (the tenant's inbound bandwidth quota is exhausted): the
-   * client is slowed by TCP flow control, nothing is dropped (docs/tenancy.md § Usage and quotas).
-   */
-  slowDown(ms: number): boolean {
-    if (this.slowed || this.state === 'closed') return false;
-    this.slowed = true;
-    this.socket.pause();
-    setTimeout(() => {
-      this.slowed = false;
-      if (this.state !== 'closed' && this.held === undefined) this.socket.resume();
-    }, ms).unref();
-    return true;
-  }
-
-  /** Fetch the tenant's current live limits after a settings change. */
   refreshLiveLimits(): LiveLimits {
     this.live = this.engine.liveLimits(this.client!.tenantId);
     return this.live;
   }
 
-  /**
-   * InBoundBandWidth: once the connection has read its bytes for the current second, reading
-   * pauses for as long as those bytes are worth at the limit (a large chunk buys a longer pause),
-   * so the average rate stays at the limit; TCP flow control slows the client, nothing is dropped.
-   */
-  private meterInbound(bytes: number, now: number): void {
-    let live = this.live;
-    if (live.stale) live = this.refreshLiveLimits();
-    const limit = live.inBoundBandWidth;
-    if (limit === 0) return;
-    const m = this.m;
-    if (now - m.inWindowStart >= 1000) {
-      m.inWindowStart = now;
-      m.inWindowBytes = 0;
-    }
-    m.inWindowBytes += bytes;
-    if (m.inWindowBytes < limit) return;
-    const pauseMs = Math.max(1, Math.ceil((m.inWindowBytes / limit) * 1000) - (now - m.inWindowStart));
-    if (this.slowDown(pauseMs)) {
-      // The next window starts when reading resumes.
-      m.inWindowStart = now + pauseMs;
-      m.inWindowBytes = 0;
-    }
-  }
-
-  /** Hold further frames until `work` settles (a plugin answered asynchronously). */
   hold(work: Promise<unknown>): void {
     if (this.held === undefined) {
       this.held = [];
@@ -450,7 +299,7 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     return this.lastActivity + this.keepAlive * 1500 + this.engine.wheel.slotMs;
   }
 
-  /** CONNACK accepted: arm keep alive (and the packet deadline of a packet already begun). */
+  /** Arms keep alive (and the packet deadline of a packet already begun). */
   accept(client: ClientInfo, keepAlive: number): void {
     this.client = client;
     this.live = this.engine.liveLimits(client.tenantId);
@@ -464,7 +313,6 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
 
   // ---- writing ----
 
-  /** Queue bytes; everything written in one tick leaves in one flush. */
   write(buf: Buffer): void {
     if (this.state === 'closed') return;
     if (!this.corked) {
@@ -481,7 +329,6 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.socket.uncork();
   }
 
-  /** Encode a packet with mqtt-packet (CONNACK, SUBACK, ... : not the hot path). */
   send(packet: Packet): void {
     this.write(mqtt.generate(packet, { protocolVersion: this.protocolVersion }));
   }
@@ -496,115 +343,19 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     return this.engine.config.mqtt.maxQueuedBytesPerConnection;
   }
 
-  /**
-   * Whether the socket takes more now. Over the high-water mark deliveries wait in the session
-   * queue (bounded by SessionInboxSize and, with the socket's buffer, by mqtt.maxQueuedBytesPerConnection
-   * and MaxTenantQueuedBytes; QoS0DropOldest decides what goes); a subscriber that stays over
-   * it for slowConsumerTimeoutMs is disconnected, so one slow reader never holds memory for long.
-   */
+  /** Flow control decides (canWrite in ./flow-control.ts): socket high-water mark, slow consumers, bandwidth windows. */
   writable(): boolean {
-    const m = this.m;
-    if (this.state !== 'connected') return false;
-    if (!this.outboundOpen()) return false;
-    const mqtt = this.engine.config.mqtt;
-    if (this.socket.writableLength < mqtt.writeHighWaterBytes) {
-      m.stalledSince = 0;
-      return true;
-    }
-    const now = this.engine.wheel.now;
-    if (m.stalledSince === 0) {
-      m.stalledSince = now;
-      this.engine.emit('subscriberStalled', this.client, { reason: 'writeHighWater', buffered: this.socket.writableLength });
-    } else if (now - m.stalledSince > mqtt.slowConsumerTimeoutMs) {
-      // Not from inside the delivery loop that asked.
-      const stalledMs = now - m.stalledSince;
-      setImmediate(() => this.closeSlowConsumer(stalledMs));
-    }
-    return false;
-  }
-
-  /**
-   * OutBoundBandWidth (this connection) and TotalOutboundBytesPerSecond (its tenant): when used
-   * up, deliveries wait in the session queue (dropped by its policy when it is full) and are
-   * drained when the window reopens. The tenant quota is asked at the first write of a tick and
-   * then every OUTBOUND_CHECK_BYTES written, not per delivery.
-   */
-  private outboundOpen(): boolean {
-    const m = this.m;
-    let live = this.live;
-    if (live.stale) live = this.refreshLiveLimits();
-    const limit = live.outBoundBandWidth;
-    if (limit > 0 && m.outWindowBytes >= limit) {
-      const now = this.engine.wheel.now;
-      if (now - m.outWindowStart < 1000) {
-        this.retryOutboundIn(m.outWindowStart + 1000 - now);
-        return false;
-      }
-      this.rollOutWindow(now);
-    }
-    if ((!this.corked || m.outSinceCheck >= OUTBOUND_CHECK_BYTES) && !this.tenantOutboundAllowed()) {
-      if (!m.outRetry) this.engine.emit('resourceExhausted', this.client, { resource: 'TotalOutboundBytesPerSecond' });
-      this.retryOutboundIn(OUTBOUND_RETRY_MS);
-      return false;
-    }
-    return true;
-  }
-
-  private tenantOutboundAllowed(): boolean {
-    this.m.outSinceCheck = 0;
-    return this.engine.throttler.hasResource(this.client!.tenantId, 'TotalOutboundBytesPerSecond');
-  }
-
-  private retryOutboundIn(ms: number): void {
-    const m = this.m;
-    if (m.outRetry) return;
-    m.outRetry = true;
-    setTimeout(() => {
-      m.outRetry = false;
-      if (this.state === 'connected') this.session?.drain();
-    }, ms).unref();
+    return canWrite(this);
   }
 
   sendPublish(d: Delivery, packetId: number, dup: boolean): boolean {
     const msg = d.msg;
     let buf: Buffer;
     const expiry = msg.expiresAt === 0 ? undefined : msg.remainingExpiry(Date.now());
-    if (this.v5 && (d.subscriptionIds !== undefined || expiry !== undefined || this.topicAliasMaximumOut > 0)) {
-      let topicAlias: number | undefined;
-      let omitTopic = false;
-      let newAlias = false;
-      let replaced: string | undefined;
-      if (this.topicAliasMaximumOut > 0) {
-        const aliases = (this.aliasesOut ??= new Map());
-        topicAlias = aliases.get(msg.topic);
-        if (topicAlias !== undefined) omitTopic = true;
-        else if (aliases.size < this.topicAliasMaximumOut) {
-          topicAlias = aliases.size + 1;
-          newAlias = true;
-        } else {
-          // Every alias is in use: the oldest mapping is re-bound to this topic; a PUBLISH with
-          // topic and alias tells the client (§3.3.2.3.4).
-          replaced = aliases.keys().next().value as string;
-          topicAlias = aliases.get(replaced);
-          newAlias = true;
-        }
-      }
-      buf = encodePublish(msg, {
-        qos: d.qos,
-        retain: d.retain,
-        dup,
-        packetId,
-        v5: true,
-        messageExpiryInterval: expiry,
-        subscriptionIds: d.subscriptionIds,
-        topicAlias,
-        omitTopic,
-      }).buf;
-      // The alias is known to the client only once a PUBLISH carrying it was sent.
-      if (newAlias && buf.length <= this.maxPacketSizeOut) {
-        if (replaced !== undefined) this.aliasesOut!.delete(replaced);
-        this.aliasesOut!.set(msg.topic, topicAlias!);
-      }
+    const aliasMax = this.topicAliasMaximumOut;
+    if (this.v5 && (d.subscriptionIds !== undefined || expiry !== undefined || aliasMax > 0)) {
+      const aliases = aliasMax > 0 ? (this.aliasesOut ??= new Map()) : undefined;
+      buf = encodeV5Publish(d, packetId, dup, expiry, aliases, aliasMax, this.maxPacketSizeOut);
     } else {
       const template = msg.encoded(this.v5, d.qos, d.retain);
       buf = d.qos === 0 ? template.buf : patchPacketId(template.buf, template.packetIdOffset, packetId, dup);
@@ -620,45 +371,18 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     tenant.counters[COUNTER.bytesOut]! += size;
     const now = this.engine.wheel.now;
     tenant.countRate(OUTBOUND_RATE, size, now);
-    const m = this.m;
-    m.outSinceCheck += size;
-    if (now - m.outWindowStart >= 1000) this.rollOutWindow(now);
-    m.outWindowMessages++;
-    m.outWindowBytes += size;
+    this.m.countSent(size, now);
     return true;
   }
 
-  private rollOutWindow(now: number): void {
-    const m = this.m;
-    m.lastWindowMessages = now - m.outWindowStart >= 2000 ? 0 : m.outWindowMessages;
-    m.outWindowStart = now;
-    m.outWindowMessages = 0;
-    m.outWindowBytes = 0;
-    m.stallReported = false;
-  }
-
-  /**
-   * The session queue overflowed: when fewer PUBLISH packets left in the last second than the
-   * tenant's MinSendPerSec, the subscriber is reported stalled (once per second).
-   */
   queueOverflowed(): void {
-    const m = this.m;
-    if (this.state !== 'connected' || !this.engine.events.wants('subscriberStalled')) return;
-    const now = this.engine.wheel.now;
-    if (now - m.outWindowStart >= 1000) this.rollOutWindow(now);
-    if (m.stallReported) return;
-    const sent = Math.max(m.lastWindowMessages, m.outWindowMessages);
-    const min = this.engine.setting(this.client!.tenantId, 'MinSendPerSec');
-    if (sent >= min) return;
-    m.stallReported = true;
-    this.engine.emit('subscriberStalled', this.client, { reason: 'MinSendPerSec', sentPerSecond: sent, minSendPerSec: min });
+    queueOverflowed(this);
   }
 
   sendPubrel(packetId: number): void {
     this.write(encodeAck(PACKET.PUBREL, packetId, 0, this.v5));
   }
 
-  /** Send an acknowledgement; a PUBACK or PUBREC is reported as `pubAcked` / `pubReceived` with the PUBLISH's `topic`. */
   sendAck(type: AckType, packetId: number, reasonCode: number, topic?: string): void {
     this.write(encodeAck(type, packetId, reasonCode, this.v5));
     if (type === PACKET.PUBREL || type === PACKET.PUBCOMP) return;
@@ -666,66 +390,17 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     if (this.engine.events.wants(event)) this.engine.emit(event, this.client, { topic, packetId, reasonCode });
   }
 
-  /**
-   * Acknowledge a PUBLISH (or PUBREL) whose storage writes are tracked by `ack`: it leaves when
-   * they are done and every earlier acknowledgement has left [MQTT-4.6.0-2], [MQTT-4.6.0-3]; with
-   * nothing to wait for and nothing before it, at once. A failed write is not acknowledged as a
-   * success: v5 gets 0x80, a v3 client is disconnected (it will resend); PUBCOMP goes out anyway.
-   */
   queueAck(ack: PublishAck): void {
-    const queue = this.ackQueue;
-    if (!ack.mustQueue() && (queue === undefined || queue.length === 0)) {
-      this.sendAck(ack.type, ack.packetId, ack.reasonCode, ack.topic);
-      return;
-    }
-    (this.ackQueue ??= []).push(ack);
-    ack.release();
+    queueAck(this, ack);
   }
 
   flushAcks(): void {
-    const queue = this.ackQueue;
-    if (queue === undefined) return;
-    while (queue.length > 0 && queue[0]!.state !== 'waiting') {
-      const entry = queue.shift()!;
-      if (this.state === 'closed') continue;
-      if (entry.state === 'ready' || entry.type === PACKET.PUBCOMP) {
-        // PUBCOMP: the release is done in memory whatever storage said (the failure was logged).
-        this.sendAck(entry.type, entry.packetId, entry.reasonCode, entry.topic);
-      } else if (this.v5) {
-        this.reportDistError(entry);
-        if (entry.type === PACKET.PUBREC) this.session?.inboundQoS2.delete(entry.packetId);
-        this.sendAck(entry.type, entry.packetId, RC.UnspecifiedError, entry.topic);
-      } else {
-        this.reportDistError(entry);
-        this.disconnect(RC.UnspecifiedError, 'storage write failed');
-      }
-    }
-  }
-
-  private reportDistError(entry: PublishAck): void {
-    const error = describeError(entry.error);
-    this.engine.emit('distError', this.client, { what: 'publish', topic: entry.topic, qos: entry.type === PACKET.PUBACK ? 1 : 2, error });
+    flushAcks(this);
   }
 
   // ---- closing ----
 
-  /**
-   * Close because of the client's fault: v5 gets DISCONNECT with the reason code first where the
-   * spec allows it [MQTT-4.13.1-1]; v3 connections are just closed.
-   */
-  protocolError(
-    reasonCode: number,
-    why: string,
-    event:
-      | 'badPacket'
-      | 'protocolViolation'
-      | 'oversizePacketDropped'
-      | 'invalidTopic'
-      | 'malformedTopic'
-      | 'receiveLimitExceeded'
-      | 'exceedPubRate'
-      | DecodeFailureEvent,
-  ): void {
+  protocolError(reasonCode: number, why: string, event: ProtocolErrorEvent): void {
     if (this.state === 'closed') return;
     this.engine.logger.debug({ clientId: this.client?.clientId, remote: this.origin.remoteAddress, reasonCode, why }, 'closing connection');
     this.engine.emit(event, this.client, { reasonCode, reason: why, remoteAddress: this.origin.remoteAddress });
@@ -746,7 +421,6 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.disconnect(permanent ? RC.ServerMoved : RC.UseAnotherServer, undefined, serverReference);
   }
 
-  /** Server-initiated close: v5 DISCONNECT with a reason code, then close. */
   disconnect(reasonCode: number, reasonString?: string, serverReference?: string): void {
     if (this.state === 'closed') return;
     this.closeCause ??= { type: 'byServer', reasonCode, reason: reasonString };
@@ -761,7 +435,6 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.end();
   }
 
-  /** Flush what is queued, then close the socket. */
   end(): void {
     if (this.state === 'closed') return;
     this.flush();
@@ -782,7 +455,6 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
     this.held = undefined;
   }
 
-  /** Close at once. */
   destroy(): void {
     if (this.state === 'closed') return;
     this.socket.destroy();
@@ -821,18 +493,5 @@ export class MqttConnection implements WheelEntry, SessionLink, FrameSink {
       this.engine.emit(cause.type, this.client, { remoteAddress, reasonCode: cause.reasonCode, reason: cause.reason });
     // Closed without a reason while the broker stops: the broker's doing.
     else this.engine.emit(this.engine.shuttingDown ? 'byServer' : 'channelError', this.client, { remoteAddress });
-  }
-
-  /** A slow consumer: closed at once (what is buffered for it is discarded), reported as `serverBusy`. */
-  private closeSlowConsumer(stalledMs: number): void {
-    if (this.state === 'closed') return;
-    this.closeCause = 'reported';
-    this.engine.emit('serverBusy', this.client, {
-      remoteAddress: this.origin.remoteAddress,
-      reason: 'slow consumer',
-      buffered: this.socket.writableLength,
-      stalledMs,
-    });
-    this.destroy();
   }
 }

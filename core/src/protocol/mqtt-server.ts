@@ -4,8 +4,9 @@ import type { BrokerConfig } from '../runtime/config-types';
 import type { Logger } from '../runtime/logger';
 import { RUNTIME_TOKENS } from '../runtime/tokens';
 import { bindListener, type AcceptHandler, type BoundListener } from '../transport/listeners';
-import { MqttConnection, type ConnectionOrigin } from './connection';
-import { Engine } from './engine';
+import { MqttConnection } from './connection';
+import type { ConnectionOrigin } from '../transport/connection-origin';
+import { Engine } from '../broker/engine';
 import { RC } from './reason-codes';
 
 /** Binds the configured listeners and turns each accepted stream into an MqttConnection. */

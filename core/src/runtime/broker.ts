@@ -9,18 +9,13 @@ import type { LoadedPluginInfo } from '../plugin-host/managers';
 import { TenantUsage, type TenantMetrics } from '../tenancy/tenant-usage';
 import { TimerWheel } from '../session/timer-wheel';
 import { MqttServer } from '../protocol/mqtt-server';
-import { Engine } from '../protocol/engine';
+import type { ListenerAddress } from '../transport/listener-address';
+import { Engine } from '../broker/engine';
 import { serveAsWorker, type WorkerRouter } from '../workers/handover';
 import { DATA_DIR_MODE, isLoopbackHost, secureDataDir } from '../security/secure-defaults';
 import { describeError } from '../errors';
 
-/** A listener as it is bound. */
-export interface ListenerAddress {
-  readonly name: string;
-  readonly type: string;
-  readonly host: string;
-  readonly port: number;
-}
+export type { ListenerAddress } from '../transport/listener-address';
 
 /** A started broker. */
 export interface RunningBroker {
@@ -85,10 +80,10 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
   if (options.worker !== undefined) serveAsWorker(server, container.resolve(Engine), options.worker);
   let bound;
   try {
-    const restored = await container.resolve(Engine).restore();
+    const restored = await container.resolve(Engine).sessions.restore();
     if (restored > 0) logger.info({ sessions: restored }, `restored ${restored} persistent sessions`);
     bound = await server.listen();
-    container.resolve(Engine).startRedirectChecks();
+    container.resolve(Engine).redirects.start();
   } catch (err) {
     await host.close();
     wheel.close();

@@ -14,23 +14,29 @@ export interface WheelEntry {
 export class TimerWheel {
   private readonly slots: Set<WheelEntry>[];
   private cursor = 0;
-  private readonly timer: NodeJS.Timeout;
+  private readonly timer: NodeJS.Timeout | undefined;
+  /** The clock deadlines are measured with (Date.now; tests pass their own and drive {@link tick}). */
+  readonly clock: () => number;
   /** Coarse clock updated every tick: cheap to read on hot paths. */
-  now = Date.now();
+  now: number;
 
   constructor(
     /** Slot length in milliseconds; also how stale `now` may be. */
     readonly slotMs = 250,
     slotCount = 512,
+    /** `clock` replaces Date.now; `manual` leaves the ticking to the caller (tests). */
+    options: { readonly clock?: () => number; readonly manual?: boolean } = {},
   ) {
+    const clock = options.clock ?? Date.now;
+    this.clock = clock;
+    this.now = clock();
     this.slots = Array.from({ length: slotCount }, () => new Set<WheelEntry>());
-    this.timer = setInterval(() => this.tick(Date.now()), slotMs);
-    this.timer.unref();
+    if (options.manual !== true) this.timer = setInterval(() => this.tick(clock()), slotMs).unref();
   }
 
   /** Place an entry to be looked at when `deadline` (ms since epoch) has passed. */
   schedule(entry: WheelEntry, deadline: number): void {
-    this.place(entry, deadline, Date.now());
+    this.place(entry, deadline, this.clock());
   }
 
   /**
@@ -38,7 +44,7 @@ export class TimerWheel {
    * that slot or an earlier one (an entry has one slot; its callback computes the next deadline).
    */
   scheduleBy(entry: WheelEntry, deadline: number): void {
-    const from = Date.now();
+    const from = this.clock();
     if (entry.wheelSlot >= 0) {
       const n = this.slots.length;
       if ((entry.wheelSlot - this.cursor + n) % n <= this.steps(deadline, from)) return;

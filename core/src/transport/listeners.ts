@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import pino from 'pino';
 import type { ClientCertificate } from '@bifro/spi';
-import type { ConnectionOrigin } from '../protocol/connection';
+import type { ConnectionOrigin } from './connection-origin';
 import type { ListenerConfig } from '../runtime/config-types';
 import type { Logger } from '../runtime/logger';
 import { BifroError, describeError } from '../errors';

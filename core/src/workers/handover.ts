@@ -9,42 +9,18 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from '../runtime/logger';
-import { MqttConnection, type ConnectionOrigin } from '../protocol/connection';
-import type { Engine } from '../protocol/engine';
-import { refuse, type Identity } from '../protocol/handlers/connect';
+import { MqttConnection } from '../protocol/connection';
+import type { AdoptedAuth, ConnectionHandover, ConnectionPort } from '../protocol/connection-port';
+import type { ConnectionOrigin } from '../transport/connection-origin';
+import type { Engine } from '../broker/engine';
+import { refuse } from '../protocol/handlers/connect';
+import type { Identity } from '../protocol/identity';
 import type { MqttServer } from '../protocol/mqtt-server';
 import { RC, RC3 } from '../protocol/reason-codes';
 import type { HandoverMessage } from './ipc';
 import { replayBytes } from './replay-bytes';
 import { detachHandle, type TcpHandle } from './socket-handle';
 import { ownerOf } from './tenant-owner';
-
-/** The outcome of an enhanced authentication exchange that ran in the accepting worker. */
-export interface AdoptedAuth {
-  readonly identity: Identity;
-  readonly clientId: string;
-  readonly assigned: boolean;
-  readonly method: string;
-  readonly data: Uint8Array | undefined;
-}
-
-/** Consulted by CONNECT handling, in worker mode only. */
-export interface ConnectionHandover {
-  /** Owner side: the outcome of an enhanced authentication exchange the accepting worker ran, once; else undefined. */
-  takeAdoptedAuth(): AdoptedAuth | undefined;
-  /**
-   * True when this worker must not serve the connection: it was handed to the worker owning the
-   * tenant (the connection is detached: no will, no event, nothing counted), or refused.
-   * `auth` is the outcome of an enhanced authentication exchange, when there was one.
-   */
-  handOver(
-    conn: MqttConnection,
-    identity: Identity,
-    clientId: string,
-    assigned: boolean,
-    auth: { readonly method: string; readonly data: Uint8Array | undefined } | undefined,
-  ): boolean;
-}
 
 /** This worker's place among the others, and its way to them (through the primary). */
 export interface WorkerRouter {
@@ -83,7 +59,7 @@ export class CapturingHandover implements ConnectionHandover {
   }
 
   handOver(
-    conn: MqttConnection,
+    conn: ConnectionPort,
     identity: Identity,
     clientId: string,
     assigned: boolean,
@@ -145,7 +121,7 @@ export class AdoptedConnection implements ConnectionHandover {
     return auth;
   }
 
-  handOver(conn: MqttConnection, identity: Identity, clientId: string): boolean {
+  handOver(conn: ConnectionPort, identity: Identity, clientId: string): boolean {
     conn.handover = undefined;
     const owner = ownerOf(identity.tenantId, this.router.count);
     if (owner === this.router.index) return false;

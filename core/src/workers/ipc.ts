@@ -2,9 +2,9 @@
  * Messages between the primary and its worker processes (node:cluster IPC, JSON). Sockets
  * travel as raw TCP handles attached to a `handover` message (see socket-handle.ts).
  */
-import type { ListenerAddress } from '../runtime/broker';
+import type { ListenerAddress } from '../transport/listener-address';
 import type { BrokerConfig } from '../runtime/config-types';
-import type { Identity } from '../protocol/handlers/connect';
+import type { Identity } from '../protocol/identity';
 
 /** Where a handed-over connection came from (ConnectionOrigin without the TLS certificate: only plain TCP is handed over). */
 export interface HandoverOrigin {

@@ -8,7 +8,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import path from 'node:path';
 import { BifroError } from '../errors';
-import type { ListenerAddress } from '../runtime/broker';
+import type { ListenerAddress } from '../transport/listener-address';
 import type { BrokerConfig } from '../runtime/config-types';
 import type { Logger } from '../runtime/logger';
 import { isWorkerMessage, type HandoverMessage, type PrimaryMessage } from './ipc';

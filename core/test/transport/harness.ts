@@ -1,6 +1,6 @@
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { ConnectionOrigin } from '../../src/protocol/connection';
+import type { ConnectionOrigin } from '../../src/transport/connection-origin';
 import type { ListenerConfig } from '../../src/runtime/config-types';
 import { bindListener, type BindOptions, type BoundListener } from '../../src/transport/listeners';
 

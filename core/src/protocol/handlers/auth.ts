@@ -1,5 +1,5 @@
 import type { IAuthPacket } from 'mqtt-packet';
-import type { MqttConnection } from '../connection';
+import type { ConnectionPort } from '../connection-port';
 import { RC } from '../reason-codes';
 import { continueExtendedAuth } from './connect';
 
@@ -8,7 +8,7 @@ import { continueExtendedAuth } from './connect';
  * re-authentication of a connected client (0x19) with the method it connected with
  * [MQTT-4.12.1-1]. Anything else is a protocol error (§4.12.0).
  */
-export function handleAuth(conn: MqttConnection, packet: IAuthPacket): void {
+export function handleAuth(conn: ConnectionPort, packet: IAuthPacket): void {
   const engine = conn.engine;
   const method = packet.properties?.authenticationMethod;
   const data = packet.properties?.authenticationData;

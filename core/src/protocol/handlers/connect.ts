@@ -2,17 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
 import mqttPacket, { type IConnackPacket } from 'mqtt-packet';
 import type { DecodedConnect } from '../codec/packet-decoder';
-import {
-  sessionListKey,
-  type AuthRequest,
-  type ClientInfo,
-  type ProtocolVersion,
-  type QoS,
-  type RedirectDecision,
-  type UserProperties,
-} from '@bifro/spi';
-import type { MqttConnection } from '../connection';
-import { NEVER_EXPIRES } from '../engine';
+import { type AuthRequest, type ClientInfo, type ProtocolVersion, type QoS, type RedirectDecision, type UserProperties } from '@bifro/spi';
+import type { ConnectionPort } from '../connection-port';
+import type { Identity } from '../identity';
 import { connackCodeForAuthReject, RC, RC3 } from '../reason-codes';
 import { validateTopicName } from '../../routing/topic';
 import { Message } from '../../session/message';
@@ -21,15 +13,6 @@ import type { PublishProperties } from '../codec/publish-codec';
 
 /** Shared by every client whose auth answer carries no attributes (one object less per connection). */
 const NO_ATTRS: Readonly<Record<string, string>> = Object.freeze({});
-
-/** Who the auth chain says the client is. */
-export interface Identity {
-  readonly tenantId: string;
-  readonly userId: string;
-  readonly attrs?: Readonly<Record<string, string>>;
-  readonly responseInfo?: string;
-  readonly userProperties?: UserProperties;
-}
 
 /** Largest packet size MQTT can express (remaining length 268435455 + 5 header bytes). */
 const MQTT_MAX_PACKET = 268435460;
@@ -46,7 +29,7 @@ function pairsToObject(pairs: UserProperties): Record<string, string[]> {
 }
 
 /** Refuse a CONNECT with CONNACK and close (§3.2.2): v5 code, or the v3 return code. */
-export function refuse(conn: MqttConnection, codeV5: number, codeV3: number, reasonString?: string, serverReference?: string): void {
+export function refuse(conn: ConnectionPort, codeV5: number, codeV3: number, reasonString?: string, serverReference?: string): void {
   if (conn.state === 'closed') return;
   const packet: IConnackPacket = { cmd: 'connack', sessionPresent: false };
   if (conn.v5) {
@@ -68,7 +51,7 @@ export function refuse(conn: MqttConnection, codeV5: number, codeV3: number, rea
  * User Properties are left out when they would make it larger [MQTT-3.2.2-19], [MQTT-3.2.2-20];
  * undefined when it is too large even without them.
  */
-function connackBytes(conn: MqttConnection, packet: IConnackPacket): Buffer | undefined {
+function connackBytes(conn: ConnectionPort, packet: IConnackPacket): Buffer | undefined {
   let bytes = mqttPacket.generate(packet, { protocolVersion: conn.protocolVersion });
   const props = packet.properties;
   if (bytes.length > conn.maxPacketSizeOut && props !== undefined) {
@@ -84,7 +67,7 @@ function connackBytes(conn: MqttConnection, packet: IConnackPacket): Buffer | un
  * CONNACK 0x01 (v3 form) and a close [MQTT-3.1.2-2]; a wrong protocol name a plain close
  * [MQTT-3.1.2-1]; the reserved flag set a close [MQTT-3.1.2-3]. Returns true when it handled the packet.
  */
-export function handleUnsupportedConnect(conn: MqttConnection, body: Buffer): boolean {
+export function handleUnsupportedConnect(conn: ConnectionPort, body: Buffer): boolean {
   if (body.length < 2) {
     conn.destroy();
     return true;
@@ -117,7 +100,7 @@ export function handleUnsupportedConnect(conn: MqttConnection, body: Buffer): bo
 }
 
 /** CONNECT: client id, enhanced or plain auth, then {@link finishConnect}. Frames that follow wait. */
-export function handleConnect(conn: MqttConnection, packet: DecodedConnect): void {
+export function handleConnect(conn: ConnectionPort, packet: DecodedConnect): void {
   const version = (packet.protocolVersion ?? 4) as ProtocolVersion;
   conn.protocolVersion = version;
   conn.v5 = version === 5;
@@ -209,7 +192,7 @@ export function handleConnect(conn: MqttConnection, packet: DecodedConnect): voi
  * Run a step of CONNECT handling that may finish at once or return a promise: further frames are
  * held only while a promise is pending, and a failure either way refuses the connection.
  */
-function runConnectStep(conn: MqttConnection, clientId: string, step: () => void | Promise<void>): void {
+function runConnectStep(conn: ConnectionPort, clientId: string, step: () => void | Promise<void>): void {
   const fail = (err: unknown): void => {
     conn.engine.logger.error({ clientId, err: String(err) }, 'connect failed');
     refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable);
@@ -226,10 +209,10 @@ function runConnectStep(conn: MqttConnection, clientId: string, step: () => void
 
 /** The outcome of one step of enhanced auth at CONNECT. */
 export function continueExtendedAuth(
-  conn: MqttConnection,
+  conn: ConnectionPort,
   method: string,
   state: Map<string, unknown>,
-  result: Awaited<ReturnType<MqttConnection['engine']['auth']['extendedAuth']>>,
+  result: Awaited<ReturnType<ConnectionPort['engine']['auth']['extendedAuth']>>,
 ): Promise<void> | void {
   const pending = conn.pendingConnect;
   if (pending === undefined || conn.state === 'closed') return;
@@ -263,7 +246,7 @@ export function continueExtendedAuth(
  * the session (takeover, clean start, expiry) and CONNACK with what the tenant's settings allow.
  */
 function finishConnect(
-  conn: MqttConnection,
+  conn: ConnectionPort,
   packet: DecodedConnect,
   clientId: string,
   assigned: boolean,
@@ -344,78 +327,42 @@ function finishConnect(
       return;
     }
 
-    // Session: take over a live connection [MQTT-3.1.4-3], end or resume the stored session [MQTT-3.1.2-4], [MQTT-3.1.2-5].
-    const key = sessionListKey(tenantId, clientId);
-    const live = engine.sessions.get(key)?.link;
-    if (live !== undefined && live !== conn) {
-      const taken = live as MqttConnection;
-      taken.closeCause = 'reported';
-      engine.emit('kicked', engine.sessions.get(key)!.client, { remoteAddress: taken.origin.remoteAddress, reason: 'session taken over' });
-      taken.disconnect(RC.SessionTakenOver);
-    }
-    const forceTransient = engine.setting(tenantId, 'ForceTransient');
-    const cleanStart = packet.clean !== false || forceTransient;
-    let existing = engine.sessions.get(key);
-    if (existing !== undefined && cleanStart) {
-      // A new connection inside the will delay cancels the will, clean start or not [MQTT-3.1.2-8].
-      engine.sessionResumed(existing);
-      engine.endSession(existing);
-      existing = undefined;
-    }
-    const maxExpiry = engine.setting(tenantId, 'MaxSessionExpirySeconds');
-    const minExpiry = engine.setting(tenantId, 'MinSessionExpirySeconds');
-    const requested = conn.v5 ? (packet.properties?.sessionExpiryInterval ?? 0) : cleanStart ? 0 : NEVER_EXPIRES;
-    const expiry = requested === 0 || forceTransient ? 0 : Math.min(Math.max(requested, minExpiry), maxExpiry);
-
     engine.usage.add(tenantId, 'TotalConnections', 1);
     engine.usage.count(tenantId, 'TotalConnectPerSecond', 1, engine.wheel.now);
-    let session = existing;
-    if (session !== undefined) {
-      engine.sessionResumed(session);
-      session.client = client;
-      session.protocolVersion = version;
-      session.expirySeconds = expiry;
-    } else {
-      session = engine.createSession(client, expiry);
-    }
-    session.will = will;
+    // Session: takeover, clean start or resume, expiry (session/session-registry.ts).
+    const v5Expiry = conn.v5 ? (packet.properties?.sessionExpiryInterval ?? 0) : undefined;
+    const { session, existing, requested, expiry } = engine.sessions.open(conn, client, packet.clean !== false, v5Expiry, will);
     conn.session = session;
-    if (expiry > 0 && !session.stored && !engine.hasResource(client, 'TotalPersistentSessions')) {
+    if (expiry > 0 && !session.stored && !engine.limits.hasResource(client, 'TotalPersistentSessions')) {
       // No room for another persistent session in this tenant: CONNACK 0x97 / v3 0x03.
       engine.usage.add(tenantId, 'TotalConnections', -1);
       conn.session = undefined;
-      if (existing === undefined) engine.endSession(session);
+      if (existing === undefined) engine.sessions.end(session);
       refuse(conn, RC.QuotaExceeded, RC3.ServerUnavailable, 'tenant persistent session quota exhausted');
       return;
     }
     if (expiry > 0 || session.stored) {
       // A persistent session is written through storage from now until it ends, and its record
       // (will, expiry) is on disk before CONNACK says the session exists.
-      const stored = session;
-      return storeSession(stored, existing).then(
+      return engine.sessions.store(session, existing).then(
         () => {
           if (conn.isClosed()) {
             // Gone while its session was written: as if it had connected and dropped at once.
             engine.usage.add(tenantId, 'TotalConnections', -1);
-            engine.sessionDisconnected(stored, true);
+            engine.sessions.disconnected(session, true);
             return;
           }
-          acknowledge(stored, existing, requested, expiry);
+          acknowledge(session, existing, requested, expiry);
         },
         () => {
           engine.usage.add(tenantId, 'TotalConnections', -1);
           conn.session = undefined;
-          if (existing === undefined) engine.endSession(stored);
+          if (existing === undefined) engine.sessions.end(session);
           refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable, 'session could not be stored');
         },
       );
     }
     acknowledge(session, existing, requested, expiry);
-  }
-
-  async function storeSession(session: Session, existing: Session | undefined): Promise<void> {
-    if (!session.stored && existing !== undefined) await session.persist();
-    await engine.saveSession(session);
   }
 
   /** Keep alive, the settings CONNACK announces, CONNACK, then the session attached. */
@@ -431,7 +378,7 @@ function finishConnect(
     if (keepAlive === 0 || keepAlive > maxKeepAlive) keepAlive = maxKeepAlive;
 
     // What CONNACK announces holds for the whole connection (D21).
-    const limits = engine.connectLimits(tenantId);
+    const limits = engine.limits.connectLimits(tenantId);
     conn.limits = limits;
     const maxPacket = Math.min(MQTT_MAX_PACKET, limits.maxUserPayloadBytes + 65536 + 4096);
     conn.setMaxInboundPacket(maxPacket);
@@ -489,7 +436,7 @@ function finishConnect(
 
 /** The will from CONNECT, checked against the tenant's settings; null when the connection was refused. */
 function buildWill(
-  conn: MqttConnection,
+  conn: ConnectionPort,
   packet: DecodedConnect,
   client: ClientInfo,
 ): { message: Message; delaySeconds: number } | undefined | null {
@@ -498,7 +445,7 @@ function buildWill(
   const engine = conn.engine;
   const tenantId = client.tenantId;
   const payload = w.payload;
-  if (!validateTopicName(w.topic, engine.topicLimits(tenantId)).ok) {
+  if (!validateTopicName(w.topic, engine.limits.topicLimits(tenantId)).ok) {
     engine.emit('malformedWillTopic', client, { remoteAddress: client.remoteAddress, reason: 'invalid will topic', topic: w.topic });
     // v5: CONNACK 0x90; 3.1/3.1.1 have no code for it: a protocol violation closes the connection (3.1.1 §4.8).
     if (conn.v5) refuse(conn, RC.TopicNameInvalid, RC3.ServerUnavailable, 'invalid will topic');

@@ -1,5 +1,5 @@
 import type { IDisconnectPacket } from 'mqtt-packet';
-import type { MqttConnection } from '../connection';
+import type { ConnectionPort } from '../connection-port';
 import { RC } from '../reason-codes';
 
 /**
@@ -7,7 +7,7 @@ import { RC } from '../reason-codes';
  * reason 0x04 (disconnect with will message). A v5 client may change its Session Expiry Interval,
  * but not from 0 to non-zero [MQTT-3.14.2-2].
  */
-export function handleDisconnect(conn: MqttConnection, packet: IDisconnectPacket): void {
+export function handleDisconnect(conn: ConnectionPort, packet: IDisconnectPacket): void {
   const session = conn.session;
   const expiry = packet.properties?.sessionExpiryInterval;
   if (conn.v5 && expiry !== undefined && session !== undefined) {

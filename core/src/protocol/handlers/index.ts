@@ -1,5 +1,5 @@
 import type { Packet } from 'mqtt-packet';
-import type { MqttConnection } from '../connection';
+import type { ConnectionPort } from '../connection-port';
 import { decodePublish, hasMalformedTopic } from '../codec/publish-codec';
 import {
   checkAck,
@@ -31,15 +31,15 @@ import { handleUnsubscribe } from './unsubscribe';
  * the decoder gave. CONNECT and what comes before CONNACK are the connection's own
  * (`onPreConnectFrame`). The frame's fixed-header flags were checked already.
  */
-export type FrameHandler = (conn: MqttConnection, header: number, body: Buffer) => void;
+export type FrameHandler = (conn: ConnectionPort, header: number, body: Buffer) => void;
 
 /** Close for a frame the decoder refused, with its reason code and event. */
-export function refuseFrame(conn: MqttConnection, failure: DecodeFailure): void {
+export function refuseFrame(conn: ConnectionPort, failure: DecodeFailure): void {
   conn.protocolError(failure.code, failure.why, failure.event);
 }
 
 /** AUTH during the CONNECT exchange or for re-authentication (v5). */
-export function dispatchAuth(conn: MqttConnection, body: Buffer): void {
+export function dispatchAuth(conn: ConnectionPort, body: Buffer): void {
   const packet = decodeAuth(body);
   if (isDecodeFailure(packet)) refuseFrame(conn, packet);
   else handleAuth(conn, packet);
@@ -47,7 +47,7 @@ export function dispatchAuth(conn: MqttConnection, body: Buffer): void {
 
 function decoded<P extends Packet>(
   decode: (body: Buffer, v5: boolean) => P | DecodeFailure,
-  handle: (conn: MqttConnection, packet: P) => void,
+  handle: (conn: ConnectionPort, packet: P) => void,
 ): FrameHandler {
   return (conn, _header, body) => {
     const packet = decode(body, conn.v5);
@@ -56,7 +56,7 @@ function decoded<P extends Packet>(
   };
 }
 
-function ack(type: AckType, handle: (conn: MqttConnection, packetId: number, reasonCode: number) => void): FrameHandler {
+function ack(type: AckType, handle: (conn: ConnectionPort, packetId: number, reasonCode: number) => void): FrameHandler {
   return (conn, _header, body) => {
     const bad = checkAck(type, body, conn.v5);
     if (bad !== undefined) refuseFrame(conn, bad);

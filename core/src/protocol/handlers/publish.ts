@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type { AccessAction } from '@bifro/spi';
-import type { MqttConnection } from '../connection';
+import type { ConnectionPort } from '../connection-port';
 import type { DecodedPublish } from '../codec/publish-codec';
 import { validateTopicName } from '../../routing/topic';
 import { Message } from '../../session/message';
@@ -17,7 +17,7 @@ import { COUNTER, resourceIndex } from '../../tenancy/tenant-usage';
  * (§4.3.2); QoS 2 delivered once on the first PUBLISH, PUBREC for it and for any duplicate
  * until PUBREL (§4.3.3).
  */
-export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
+export function handlePublish(conn: ConnectionPort, p: DecodedPublish): void {
   const client = conn.client!;
   const session = conn.session!;
   const engine = conn.engine;
@@ -56,17 +56,9 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
   }
 
   const maxRate = live.msgPubPerSec;
-  if (maxRate > 0) {
-    const now = engine.wheel.now;
-    const m = conn.m;
-    if (now - m.pubWindowStart >= 1000) {
-      m.pubWindowStart = now;
-      m.pubWindowCount = 0;
-    }
-    if (++m.pubWindowCount > maxRate) {
-      conn.protocolError(RC.MessageRateTooHigh, 'publish rate above MsgPubPerSec', 'exceedPubRate');
-      return;
-    }
+  if (maxRate > 0 && conn.overPublishRate(maxRate)) {
+    conn.protocolError(RC.MessageRateTooHigh, 'publish rate above MsgPubPerSec', 'exceedPubRate');
+    return;
   }
   const limits = conn.limits;
   if (p.qos > limits.maximumQoS) {
@@ -118,7 +110,7 @@ export function handlePublish(conn: MqttConnection, p: DecodedPublish): void {
   }
 }
 
-function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed: boolean): void {
+function accept(conn: ConnectionPort, p: DecodedPublish, topic: string, allowed: boolean): void {
   if (conn.state === 'closed') return;
   const engine = conn.engine;
   const client = conn.client!;
@@ -177,7 +169,7 @@ function accept(conn: MqttConnection, p: DecodedPublish, topic: string, allowed:
  * once, QoS 1/2 fails its acknowledgement (the publisher then gets no success, and `distError` is reported
  * with the other failed writes). Returns the number of deliveries.
  */
-function distribute(conn: MqttConnection, msg: Message, ack: PublishAck | undefined): number {
+function distribute(conn: ConnectionPort, msg: Message, ack: PublishAck | undefined): number {
   const engine = conn.engine;
   const client = conn.client!;
   try {

@@ -1,4 +1,4 @@
-import type { MqttConnection } from '../connection';
+import type { ConnectionPort } from '../connection-port';
 import { RC } from '../reason-codes';
 import { PACKET } from '../packet-types';
 
@@ -6,7 +6,7 @@ import { PACKET } from '../packet-types';
  * PUBREC: the client has a QoS 2 message; answer PUBREL [MQTT-4.3.3-4]. A PUBREC with a failure
  * reason (v5, ≥ 0x80) ends the flow. An unknown packet id gets PUBREL 0x92 (v5).
  */
-export function handlePubrec(conn: MqttConnection, packetId: number, reasonCode: number): void {
+export function handlePubrec(conn: ConnectionPort, packetId: number, reasonCode: number): void {
   const session = conn.session;
   if (session !== undefined && session.received(packetId, reasonCode >= 0x80)) return;
   if (reasonCode < 0x80) conn.sendAck(PACKET.PUBREL, packetId, conn.v5 ? RC.PacketIdentifierNotFound : 0);

@@ -1,4 +1,4 @@
-import type { MqttConnection } from '../connection';
+import type { ConnectionPort } from '../connection-port';
 import { PublishAck } from '../publish-ack';
 import { RC } from '../reason-codes';
 import { PACKET } from '../packet-types';
@@ -9,7 +9,7 @@ import { PACKET } from '../packet-types';
  * persistent session PUBCOMP waits until the release is stored: the client may reuse the packet
  * id right after it, and a restart must not take the new message for a duplicate.
  */
-export function handlePubrel(conn: MqttConnection, packetId: number): void {
+export function handlePubrel(conn: ConnectionPort, packetId: number): void {
   const session = conn.session;
   const known = session?.inboundQoS2.delete(packetId) ?? false;
   const ack = new PublishAck(conn, PACKET.PUBCOMP, packetId, undefined);

@@ -1,6 +1,6 @@
 import type { ISubackPacket, ISubscribePacket } from 'mqtt-packet';
 import type { QoS, SubscriptionRecord } from '@bifro/spi';
-import type { MqttConnection } from '../connection';
+import type { ConnectionPort } from '../connection-port';
 import { checkSubscription, hasWildcard, isSharedFilter } from '../../routing/topic';
 import type { Message } from '../../session/message';
 import { RC } from '../reason-codes';
@@ -20,7 +20,7 @@ interface Granted {
  * SUBACK with one code per filter in order [MQTT-3.8.4-6], then send matching retained messages
  * per Retain Handling [MQTT-3.3.1-9], never to shared subscriptions (§4.8.2).
  */
-export function handleSubscribe(conn: MqttConnection, packet: ISubscribePacket): void {
+export function handleSubscribe(conn: ConnectionPort, packet: ISubscribePacket): void {
   const engine = conn.engine;
   const client = conn.client!;
   const tenantId = client.tenantId;
@@ -38,13 +38,13 @@ export function handleSubscribe(conn: MqttConnection, packet: ISubscribePacket):
   const tooLarge = subs.length > engine.setting(tenantId, 'MaxTopicFiltersPerSub');
   if (tooLarge) engine.emit('tooLargeSubscription', client, { filters: subs.length });
   // Too many filters in one packet, or the tenant's subscribe rate exhausted: every filter gets 0x97.
-  const tooMany = tooLarge || !engine.hasResource(client, 'TotalSubscribePerSecond');
+  const tooMany = tooLarge || !engine.limits.hasResource(client, 'TotalSubscribePerSecond');
 
   const codes: number[] = new Array<number>(subs.length);
   const checks: (Promise<boolean> | boolean)[] = [];
   const connectLimits = conn.limits;
   const maxQoS = connectLimits.maximumQoS;
-  const limits = engine.topicLimits(tenantId);
+  const limits = engine.limits.topicLimits(tenantId);
   for (let i = 0; i < subs.length; i++) {
     const s = subs[i]!;
     const fail = (v5code: number): void => {
@@ -86,7 +86,7 @@ export function handleSubscribe(conn: MqttConnection, packet: ISubscribePacket):
 }
 
 function finish(
-  conn: MqttConnection,
+  conn: ConnectionPort,
   packet: ISubscribePacket,
   codes: number[],
   allowed: readonly boolean[],
@@ -114,7 +114,7 @@ function finish(
       return;
     }
     // The tenant's subscription quota (docs/tenancy.md § Usage and quotas): SUBACK 0x97 / v3 0x80.
-    if (isNew && !engine.claimSubscription(session, s.topic)) {
+    if (isNew && !engine.limits.claimSubscription(session, s.topic)) {
       codes[i] = conn.v5 ? RC.QuotaExceeded : V3_FAILURE;
       return;
     }
@@ -131,7 +131,7 @@ function finish(
       { maxGroupMembers },
     );
     if (result.rejected !== undefined) {
-      if (isNew) engine.releaseSubscription(session, s.topic);
+      if (isNew) engine.limits.releaseSubscription(session, s.topic);
       codes[i] = conn.v5 ? (result.rejected === 'group-full' ? RC.QuotaExceeded : RC.TopicFilterInvalid) : V3_FAILURE;
       return;
     }
@@ -151,13 +151,13 @@ function finish(
   // A persistent session's subscriptions are on disk before SUBACK says so; when they cannot be
   // stored they are taken back and SUBACK says so.
   if (session.persistent && granted.length > 0) {
-    engine.saveSession(session).then(acknowledge, () => {
+    engine.sessions.save(session).then(acknowledge, () => {
       for (const g of granted) {
         if (wantsRetained(g)) session.releaseRetained([]);
         if (g.isNew) {
           session.subscriptions.delete(g.record.filter);
           tenant.unsubscribe(client.clientId, g.record.filter);
-          engine.releaseSubscription(session, g.record.filter);
+          engine.limits.releaseSubscription(session, g.record.filter);
         }
       }
       for (let i = 0; i < codes.length; i++) if (codes[i]! < 0x80) codes[i] = conn.v5 ? RC.UnspecifiedError : V3_FAILURE;
@@ -174,14 +174,14 @@ function wantsRetained(g: Granted): boolean {
   return !g.shared && r.retainHandling !== 2 && (r.retainHandling !== 1 || g.isNew);
 }
 
-function sendRetained(conn: MqttConnection, g: Granted): void {
+function sendRetained(conn: ConnectionPort, g: Granted): void {
   const r = g.record;
   const engine = conn.engine;
   const client = conn.client!;
   const session = conn.session!;
   const limit = engine.setting(client.tenantId, 'RetainMessageMatchLimit');
   // TotalRetainMatchPerSecond: past it the subscription is made, its retained messages are not sent.
-  if (!engine.hasResource(client, 'TotalRetainMatchPerSecond')) {
+  if (!engine.limits.hasResource(client, 'TotalRetainMatchPerSecond')) {
     session.releaseRetained([]);
     return;
   }

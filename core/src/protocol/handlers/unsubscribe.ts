@@ -1,12 +1,12 @@
 import type { IUnsubackPacket, IUnsubscribePacket } from 'mqtt-packet';
-import type { MqttConnection } from '../connection';
+import type { ConnectionPort } from '../connection-port';
 import { RC } from '../reason-codes';
 
 /**
  * UNSUBSCRIBE: remove each filter (compared character by character [MQTT-3.10.4-1]) and answer
  * UNSUBACK with the same packet id [MQTT-3.10.4-4]; v5 carries one reason code per filter.
  */
-export function handleUnsubscribe(conn: MqttConnection, packet: IUnsubscribePacket): void {
+export function handleUnsubscribe(conn: ConnectionPort, packet: IUnsubscribePacket): void {
   const engine = conn.engine;
   const client = conn.client!;
   // The decoder refused an UNSUBSCRIBE without filters [MQTT-3.10.3-2].
@@ -19,7 +19,7 @@ export function handleUnsubscribe(conn: MqttConnection, packet: IUnsubscribePack
   else finish(conn, packet, checks as boolean[]);
 }
 
-function finish(conn: MqttConnection, packet: IUnsubscribePacket, allowed: readonly boolean[]): void {
+function finish(conn: ConnectionPort, packet: IUnsubscribePacket, allowed: readonly boolean[]): void {
   if (conn.state === 'closed') return;
   const engine = conn.engine;
   const client = conn.client!;
@@ -32,7 +32,7 @@ function finish(conn: MqttConnection, packet: IUnsubscribePacket, allowed: reado
     }
     const existed = session.subscriptions.delete(filter);
     tenant?.unsubscribe(client.clientId, filter);
-    engine.releaseSubscription(session, filter);
+    engine.limits.releaseSubscription(session, filter);
     return existed ? 0 : RC.NoSubscriptionExisted;
   });
   engine.dist.dropIfEmpty(client.tenantId);
@@ -41,6 +41,6 @@ function finish(conn: MqttConnection, packet: IUnsubscribePacket, allowed: reado
     conn.send(unsuback);
     engine.emit('unsubAcked', client, () => ({ filters: packet.unsubscriptions.join(',') }));
   };
-  if (session.persistent) engine.saveSession(session).then(acknowledge, acknowledge);
+  if (session.persistent) engine.sessions.save(session).then(acknowledge, acknowledge);
   else acknowledge();
 }

@@ -1,0 +1,10 @@
+import type { UserProperties } from '@bifro/spi';
+
+/** Who the auth chain says the client is. */
+export interface Identity {
+  readonly tenantId: string;
+  readonly userId: string;
+  readonly attrs?: Readonly<Record<string, string>>;
+  readonly responseInfo?: string;
+  readonly userProperties?: UserProperties;
+}

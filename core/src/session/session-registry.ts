@@ -1,0 +1,346 @@
+import type { ClientInfo, SessionRecord } from '@bifro/spi';
+import { sessionListKey } from '@bifro/spi';
+import type { EmitEvent } from '../broker/broker-events';
+import { describeError } from '../errors';
+import type { AclManager, SettingsManager } from '../plugin-host/managers';
+import { RC } from '../protocol/reason-codes';
+import type { Dist } from '../routing/dist';
+import type { Logger } from '../runtime/logger';
+import { isReservedTopic } from '../security/secure-defaults';
+import type { TenantLimits } from '../tenancy/tenant-limits';
+import { subscriptionResource } from '../tenancy/tenant-limits';
+import { COUNTER, type TenantUsage } from '../tenancy/tenant-usage';
+import { Message } from './message';
+import { Session, type SessionHost, type SessionLink, type SessionWill } from './session';
+import { willFromRecord } from './session-persistence';
+import type { TimerWheel } from './timer-wheel';
+
+/** Session Expiry Interval meaning "never" (§3.1.2). */
+export const NEVER_EXPIRES = 0xffffffff;
+
+/** What the registry needs of the broker: the host its sessions report to, and the publish path for wills. */
+export interface SessionRegistryHost extends SessionHost {
+  /** Set when the broker is shutting down (NoLWTWhenServerShuttingDown). */
+  readonly shuttingDown: boolean;
+  readonly emit: EmitEvent;
+  /** Deliver to the tenant's matching subscriptions (a will). */
+  publish(tenantId: string, msg: Message): number;
+  /** Store or clear a retained message (a retained will). */
+  retainMessage(client: ClientInfo, msg: Message): Promise<void>;
+}
+
+/** A connection as the registry takes its session away (the connection, seen from the session). */
+interface TakenConnection extends SessionLink {
+  closeCause: unknown;
+  readonly origin: { readonly remoteAddress: string };
+  disconnect(reasonCode: number): void;
+}
+
+/** The session a CONNECT gets ({@link SessionRegistry.open}). */
+export interface OpenedSession {
+  readonly session: Session;
+  /** The stored session it resumed (Session Present), undefined for a new one. */
+  readonly existing: Session | undefined;
+  /** The Session Expiry Interval the client asked for (v3: 0 or never, from its clean session flag). */
+  readonly requested: number;
+  /** The interval granted (MinSessionExpirySeconds, MaxSessionExpirySeconds, ForceTransient). */
+  readonly expiry: number;
+}
+
+/**
+ * Every session of the broker, by sessionListKey(tenantId, clientId) from @bifro/spi (the same
+ * client id in two tenants is two sessions, and the key sorts like the storage listing): takeover
+ * and resume at CONNECT, wills and expiry after a disconnect (deadlines on the timer wheel), the
+ * end of a session, and the stored sessions brought back at boot.
+ */
+export class SessionRegistry {
+  private readonly byKey = new Map<string, Session>();
+
+  constructor(
+    private readonly host: SessionRegistryHost,
+    private readonly dist: Dist<Session>,
+    private readonly settings: SettingsManager,
+    private readonly acl: AclManager,
+    private readonly limits: TenantLimits,
+    private readonly usage: TenantUsage,
+    private readonly wheel: TimerWheel,
+    private readonly logger: Logger,
+  ) {}
+
+  get(key: string): Session | undefined {
+    return this.byKey.get(key);
+  }
+
+  get size(): number {
+    return this.byKey.size;
+  }
+
+  /**
+   * The session of a CONNECT: take over a live connection [MQTT-3.1.4-3], end or resume the
+   * stored session [MQTT-3.1.2-4], [MQTT-3.1.2-5], with the expiry the tenant allows and the
+   * connection's will. `v5Expiry` is the v5 Session Expiry Interval (undefined for v3).
+   */
+  open(conn: object, client: ClientInfo, clean: boolean, v5Expiry: number | undefined, will: SessionWill | undefined): OpenedSession {
+    const tenantId = client.tenantId;
+    const key = sessionListKey(tenantId, client.clientId);
+    this.takeOver(key, conn);
+    const forceTransient = this.settings.get(tenantId, 'ForceTransient');
+    const cleanStart = clean || forceTransient;
+    let existing = this.byKey.get(key);
+    if (existing !== undefined && cleanStart) {
+      // A new connection inside the will delay cancels the will, clean start or not [MQTT-3.1.2-8].
+      this.resumed(existing);
+      this.end(existing);
+      existing = undefined;
+    }
+    const maxExpiry = this.settings.get(tenantId, 'MaxSessionExpirySeconds');
+    const minExpiry = this.settings.get(tenantId, 'MinSessionExpirySeconds');
+    const requested = v5Expiry ?? (cleanStart ? 0 : NEVER_EXPIRES);
+    const expiry = requested === 0 || forceTransient ? 0 : Math.min(Math.max(requested, minExpiry), maxExpiry);
+    let session = existing;
+    if (session !== undefined) {
+      this.resumed(session);
+      session.client = client;
+      session.protocolVersion = client.protocolVersion;
+      session.expirySeconds = expiry;
+    } else {
+      session = this.create(client, expiry);
+    }
+    session.will = will;
+    return { session, existing, requested, expiry };
+  }
+
+  /** A live connection of the session other than `conn` is disconnected: Session taken over (0x8E). */
+  private takeOver(key: string, conn: object): void {
+    const session = this.byKey.get(key);
+    const live = session?.link;
+    if (live === undefined || live === conn) return;
+    const taken = live as TakenConnection;
+    taken.closeCause = 'reported';
+    this.host.emit('kicked', session!.client, { remoteAddress: taken.origin.remoteAddress, reason: 'session taken over' });
+    taken.disconnect(RC.SessionTakenOver);
+  }
+
+  create(client: ClientInfo, expirySeconds: number): Session {
+    const session = new Session(
+      sessionListKey(client.tenantId, client.clientId),
+      client,
+      client.protocolVersion,
+      expirySeconds,
+      this.wheel.clock(),
+      this.host,
+    );
+    this.byKey.set(session.key, session);
+    this.usage.bump(client.tenantId, COUNTER.sessions, 1);
+    this.host.emit('sessionStarted', client, {});
+    return session;
+  }
+
+  /** A connection takes the session back: cancel a pending will [MQTT-3.1.3-9] and the expiry. */
+  resumed(session: Session): void {
+    session.willAt = 0;
+    session.expireAt = 0;
+    this.wheel.cancel(session);
+  }
+
+  /**
+   * Write a persistent session through storage before CONNACK says it exists (its record: will,
+   * expiry); a resumed session that was transient until now writes its state first.
+   */
+  async store(session: Session, existing: Session | undefined): Promise<void> {
+    if (!session.stored && existing !== undefined) await session.persist();
+    await this.save(session);
+  }
+
+  /** Write a persistent session's record (subscriptions, will, expiry); `disconnectedAt` when it is offline. */
+  save(session: Session, disconnectedAt?: number): Promise<void> {
+    if (!session.stored) this.usage.add(session.tenantId, 'TotalPersistentSessions', 1);
+    session.stored = true;
+    return this.host.persistence.saveRecord(session, disconnectedAt).catch((err: unknown) => {
+      this.host.storageFailed(session, 'session save', err);
+      throw err;
+    });
+  }
+
+  /**
+   * The session's connection went away. A will is published now, later (will delay) or not at all
+   * (normal DISCONNECT [MQTT-3.1.2-10]); a session with expiry 0 ends now, others are kept until
+   * their expiry [MQTT-3.1.2-23].
+   */
+  disconnected(session: Session, publishWill: boolean): void {
+    session.detach();
+    if (!publishWill) session.will = undefined;
+    const now = this.wheel.clock();
+    session.disconnectedAt = now;
+    if (session.will !== undefined) {
+      const delay = Math.min(session.will.delaySeconds, session.expirySeconds);
+      if (delay === 0) this.fireWill(session);
+      else session.willAt = now + delay * 1000;
+    }
+    // Saved after a will without delay went out (it is then no longer in the record).
+    if (session.stored && session.expirySeconds > 0) this.save(session, now).catch(() => undefined);
+    if (session.expirySeconds === 0) {
+      this.end(session);
+      return;
+    }
+    session.expireAt = session.expirySeconds === NEVER_EXPIRES ? 0 : now + session.expirySeconds * 1000;
+    const next = nextDeadline(session);
+    if (next > 0) this.wheel.schedule(session, next);
+  }
+
+  /** End a session: subscriptions removed, state dropped, a pending will published [MQTT-3.1.3-9]. */
+  end(session: Session): void {
+    if (this.byKey.get(session.key) !== session) return;
+    this.byKey.delete(session.key);
+    this.usage.bump(session.tenantId, COUNTER.sessions, -1);
+    this.wheel.cancel(session);
+    if (session.willAt !== 0) this.fireWill(session);
+    const tenant = this.dist.peek(session.tenantId);
+    if (tenant !== undefined) {
+      tenant.unsubscribeAll(session.clientId);
+      this.dist.dropIfEmpty(session.tenantId);
+    }
+    for (const filter of session.countedFilters()) this.limits.releaseSubscription(session, filter);
+    session.dropSubscriptions();
+    session.clearState();
+    if (session.stored) {
+      session.stored = false;
+      this.usage.add(session.tenantId, 'TotalPersistentSessions', -1);
+      this.host.persistence.deleteSession(session).catch((err: unknown) => this.host.storageFailed(session, 'session delete', err));
+    }
+    this.host.emit('sessionStopped', session.client, {});
+  }
+
+  fireWill(session: Session): void {
+    const will = session.will;
+    session.will = undefined;
+    session.willAt = 0;
+    if (will === undefined) return;
+    if (this.host.shuttingDown && this.settings.get(session.tenantId, 'NoLWTWhenServerShuttingDown')) return;
+    // The will's Message Expiry Interval counts from its publication.
+    const w = will.message;
+    const now = this.wheel.clock();
+    const interval = w.properties?.messageExpiryInterval;
+    const msg = new Message(
+      w.topic,
+      w.payload,
+      w.qos,
+      w.retain,
+      w.properties,
+      now,
+      interval === undefined ? 0 : now + interval * 1000,
+      w.publisherClientId,
+    );
+    // The will is published with the client's publish permission at the time it fires.
+    const allowed = this.acl.check(session.client, { type: 'publish', topic: msg.topic, qos: msg.qos, retain: msg.retain });
+    if (allowed instanceof Promise) void allowed.then((ok) => this.distributeWill(session, msg, ok));
+    else this.distributeWill(session, msg, allowed);
+  }
+
+  private distributeWill(session: Session, msg: Message, allowed: boolean): void {
+    const host = this.host;
+    if (!allowed || isReservedTopic(msg.topic)) {
+      host.emit('pubActionDisallow', session.client, { topic: msg.topic, qos: msg.qos, will: true });
+      return;
+    }
+    try {
+      if (msg.retain) host.retainMessage(session.client, msg).catch(() => undefined);
+      host.publish(session.tenantId, msg);
+      host.emit('willDistributed', session.client, { topic: msg.topic });
+    } catch (err) {
+      this.logger.error({ clientId: session.clientId, err: describeError(err) }, 'will not distributed');
+      host.emit('willDistError', session.client, { topic: msg.topic });
+    }
+  }
+
+  /** The timer wheel callback of a disconnected session: fire a due will, end an expired session. */
+  onDeadline(session: Session, now: number): number {
+    if (session.connected) return 0;
+    if (session.willAt !== 0 && now >= session.willAt) {
+      this.fireWill(session);
+      // The will is gone from the record too, so a restart does not publish it again.
+      if (session.stored && this.byKey.get(session.key) === session) this.save(session, session.disconnectedAt).catch(() => undefined);
+    }
+    if (session.expireAt !== 0 && now >= session.expireAt) {
+      this.end(session);
+      return 0;
+    }
+    return nextDeadline(session);
+  }
+
+  /**
+   * Bring back every stored session at boot: subscriptions into the index, will and expiry
+   * deadlines from the record. A session that was connected when the broker stopped counts as
+   * disconnected abnormally now (its will is due after its delay). Wills and expiries already due
+   * are handled after every session is back, so a will reaches every restored subscriber.
+   */
+  async restore(): Promise<number> {
+    const now = this.wheel.clock();
+    const restored: Session[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const page: SessionRecord[] = await this.host.persistence.storage.sessions.list({ after, limit: 1000 });
+      if (page.length === 0) break;
+      for (const record of page) restored.push(this.restoreSession(record, now));
+      const last = page[page.length - 1]!;
+      after = sessionListKey(last.tenantId, last.clientId);
+      if (page.length < 1000) break;
+    }
+    for (const session of restored) {
+      const next = this.onDeadline(session, now);
+      if (next > 0) this.wheel.schedule(session, next);
+    }
+    return restored.length;
+  }
+
+  private restoreSession(r: SessionRecord, now: number): Session {
+    const client: ClientInfo = {
+      tenantId: r.tenantId,
+      userId: r.userId,
+      clientId: r.clientId,
+      protocolVersion: r.protocolVersion,
+      remoteAddress: '',
+      remotePort: 0,
+      listener: '',
+      attrs: {},
+    };
+    const session = new Session(sessionListKey(r.tenantId, r.clientId), client, r.protocolVersion, r.expirySeconds, r.createdAt, this.host);
+    session.stored = true;
+    session.loaded = false;
+    const tenant = this.dist.tenant(r.tenantId);
+    this.usage.add(r.tenantId, 'TotalPersistentSessions', 1);
+    for (const sub of r.subscriptions) {
+      session.subscriptions.set(sub.filter, sub);
+      tenant.subscribe({ subscriber: session, clientId: r.clientId, filter: sub.filter, options: sub });
+      const resource = subscriptionResource(sub.filter, true);
+      this.usage.add(r.tenantId, resource, 1);
+      session.countedSubscriptions.set(sub.filter, resource);
+    }
+    const wasConnected = r.disconnectedAt === undefined;
+    const since = r.disconnectedAt ?? now;
+    session.disconnectedAt = since;
+    if (r.will !== undefined) {
+      session.will = willFromRecord(r.will, r.clientId);
+      session.willAt = since + Math.min(r.will.delaySeconds, r.expirySeconds) * 1000;
+    }
+    session.expireAt = r.expirySeconds === NEVER_EXPIRES ? 0 : since + r.expirySeconds * 1000;
+    this.byKey.set(session.key, session);
+    this.usage.bump(r.tenantId, COUNTER.sessions, 1);
+    if (wasConnected) this.save(session, now).catch(() => undefined);
+    return session;
+  }
+
+  /** Drop every session from the wheel and the registry (broker stop). */
+  close(): void {
+    for (const session of this.byKey.values()) this.wheel.cancel(session);
+    this.byKey.clear();
+  }
+}
+
+function nextDeadline(session: Session): number {
+  const a = session.willAt;
+  const b = session.expireAt;
+  if (a === 0) return b;
+  if (b === 0) return a;
+  return Math.min(a, b);
+}
