@@ -1,14 +1,15 @@
 import { inject, injectable } from 'tsyringe';
-import type { BrokerEvent, ClientInfo, EventType, InflightRecord, QoS, SettingName, SettingValue } from '@bifro/spi';
+import type { BrokerEvent, ClientInfo, EventType, InflightRecord, QoS, SettingName, SettingValue, Storage } from '@bifro/spi';
 import { EVENT_TYPES } from '@bifro/spi';
 import type { BrokerConfig } from '../runtime/config-types';
 import type { Logger } from '../runtime/logger';
 import { ConnectionGate } from '../security/connection-gate';
 import { RUNTIME_TOKENS } from '../runtime/tokens';
 import { PLUGIN_TOKENS } from '../plugin-host/tokens';
-import type { PluginHost } from '../plugin-host/managers';
-import { Dist } from '../routing/dist';
-import { pickMember } from '../routing/tenant-dist';
+import type { AclManager, AuthManager, BalancerManager, EventManager, SettingsManager, ThrottlerManager } from '../plugin-host/managers';
+import { LocalRouter } from '../routing/local-router';
+import type { Router } from '../routing/router';
+import { pickMember } from '../routing/shared-group';
 import { RetainQuotas } from '../retain/retain-quotas';
 import { RetainService } from '../retain/retain-service';
 import type { Message } from '../session/message';
@@ -54,7 +55,8 @@ export interface OpenConnection extends RedirectTarget {
 export class Engine implements SessionRegistryHost {
   /** Open connections (the server closes them at shutdown; the redirect sweep asks the balancer about them). */
   readonly connections = new Set<OpenConnection>();
-  readonly dist = new Dist<Session>();
+  /** Routes and matching (the routing seam, `routing/router.ts`): the in-process `LocalRouter` by default. */
+  readonly router: Router<Session> = new LocalRouter<Session>();
   readonly retain: RetainService;
   readonly persistence: SessionPersistence;
   /** Every session: takeover, resume, wills, expiry, restore. */
@@ -64,12 +66,6 @@ export class Engine implements SessionRegistryHost {
   readonly retainQuotas: RetainQuotas;
   /** The periodic client balancer check (mqtt.redirectCheckIntervalMs). */
   readonly redirects: RedirectSweep;
-  readonly auth: PluginHost['auth'];
-  readonly acl: PluginHost['acl'];
-  readonly balancer: PluginHost['balancer'];
-  readonly events: PluginHost['events'];
-  readonly settings: PluginHost['settings'];
-  readonly throttler: PluginHost['throttler'];
   /** Set when the broker is shutting down: connections closing now are the server's doing. */
   shuttingDown = false;
   /** Per-address connection rate and flapping bans (security.connectionRate, security.flapping). */
@@ -90,23 +86,23 @@ export class Engine implements SessionRegistryHost {
     @inject(RUNTIME_TOKENS.Logger) readonly logger: Logger,
     @inject(RUNTIME_TOKENS.TimerWheel) readonly wheel: TimerWheel,
     @inject(RUNTIME_TOKENS.TenantUsage) readonly usage: TenantUsage,
-    @inject(PLUGIN_TOKENS.Host) host: PluginHost,
+    @inject(PLUGIN_TOKENS.Auth) readonly auth: AuthManager,
+    @inject(PLUGIN_TOKENS.Acl) readonly acl: AclManager,
+    @inject(PLUGIN_TOKENS.Balancer) readonly balancer: BalancerManager,
+    @inject(PLUGIN_TOKENS.Events) readonly events: EventManager,
+    @inject(PLUGIN_TOKENS.Settings) readonly settings: SettingsManager,
+    @inject(PLUGIN_TOKENS.Throttler) readonly throttler: ThrottlerManager,
+    @inject(PLUGIN_TOKENS.Storage) storage: Storage,
   ) {
-    this.auth = host.auth;
-    this.acl = host.acl;
-    this.balancer = host.balancer;
-    this.events = host.events;
-    this.settings = host.settings;
-    this.throttler = host.throttler;
     const emit: EmitEvent = (type, client, detail) => this.emit(type, client, detail);
     this.gate = new ConnectionGate(config.security, logger, emit);
     this.pushWanted = this.events.wants('qos0Pushed') || this.events.wants('qos1Pushed') || this.events.wants('qos2Pushed');
-    this.retain = new RetainService(host.storage);
-    this.persistence = new SessionPersistence(host.storage);
-    this.limits = new TenantLimits(host.settings, host.throttler, usage, emit);
-    this.retainQuotas = new RetainQuotas(this.retain, usage, wheel, this.limits, host.throttler, logger, emit);
-    this.sessions = new SessionRegistry(this, this.dist, host.settings, host.acl, this.limits, usage, wheel, logger);
-    this.redirects = new RedirectSweep(config.mqtt.redirectCheckIntervalMs, this.connections, host.balancer, logger);
+    this.retain = new RetainService(storage);
+    this.persistence = new SessionPersistence(storage);
+    this.limits = new TenantLimits(settings, throttler, usage, emit);
+    this.retainQuotas = new RetainQuotas(this.retain, usage, wheel, this.limits, throttler, logger, emit);
+    this.sessions = new SessionRegistry(this, this.router, settings, acl, this.limits, usage, wheel, logger);
+    this.redirects = new RedirectSweep(config.mqtt.redirectCheckIntervalMs, this.connections, balancer, logger);
   }
 
   /** A tenant setting (cached by the settings manager). */
@@ -142,9 +138,7 @@ export class Engine implements SessionRegistryHost {
    * [MQTT-3.3.4-3]; one member per shared group. Returns how many deliveries were made.
    */
   publish(tenantId: string, msg: Message, waiter?: WriteWaiter): number {
-    const tenant = this.dist.peek(tenantId);
-    if (tenant === undefined) return 0;
-    const match = tenant.match(msg.topic);
+    const match = this.router.match(tenantId, msg.topic);
     let count = 0;
     const publisher = msg.publisherClientId;
     // Offline persistent sessions this message is queued for, against MaxPersistentFanout(Bytes),

@@ -4,7 +4,6 @@ import type { AclManager, AuthManager, BalancerManager, EventManager, PluginHost
 
 /** Injection tokens of the plugin host and its managers in the broker's tsyringe container. */
 export const PLUGIN_TOKENS = {
-  Host: Symbol('PluginHost'),
   Auth: Symbol('AuthManager'),
   Acl: Symbol('AclManager'),
   Balancer: Symbol('BalancerManager'),
@@ -14,9 +13,8 @@ export const PLUGIN_TOKENS = {
   Storage: Symbol('Storage'),
 } as const;
 
-/** Registers the host and each of its managers as values (resolved once at boot: docs/principles.md 8, hot-path discipline). */
+/** Registers each of the host's managers and its storage as values, for the services that inject them (resolved once at boot: docs/principles.md 8, hot-path discipline). */
 export function registerPluginHost(container: DependencyContainer, host: PluginHost): void {
-  container.register<PluginHost>(PLUGIN_TOKENS.Host, { useValue: host });
   container.register<AuthManager>(PLUGIN_TOKENS.Auth, { useValue: host.auth });
   container.register<AclManager>(PLUGIN_TOKENS.Acl, { useValue: host.acl });
   container.register<BalancerManager>(PLUGIN_TOKENS.Balancer, { useValue: host.balancer });

@@ -1,5 +1,8 @@
-/** Topic validation, the topic trie and the per-tenant subscription index. */
+/** Topic validation, the topic trie, the per-tenant subscription index and the routing seam. */
 export * from './topic';
 export * from './topic-trie';
+export * from './shared-group';
+export * from './match-set';
 export * from './tenant-dist';
-export * from './dist';
+export * from './router';
+export * from './local-router';

@@ -1,68 +1,15 @@
 /**
  * The subscription index of one tenant: who receives a message published on a topic. Non-shared
- * subscriptions are aggregated per subscriber; shared groups (`$share`, `$oshare`) are returned as
- * live groups to pick one member from. Results are cached per topic.
+ * subscriptions are aggregated per subscriber (`match-set.ts`); shared groups (`$share`, `$oshare`,
+ * `shared-group.ts`) are returned as live groups to pick one member from. Results are cached per topic.
  */
-import type { QoS, SubscriptionOptions } from '@bifro/spi';
-
+import { aggregate, emptyMatchSet, single, type DirectMatch, type MatchSet } from './match-set';
+import { SharedGroup, type DistSubscription, type SharedGroupMatch } from './shared-group';
 import { hasWildcard, parseSubscription, topicMatchesFilter, validateTopicFilter, PROTOCOL_TOPIC_LIMITS } from './topic';
 import { TopicTrie } from './topic-trie';
 
-/** One subscription as the session holds it. */
-export interface DistSubscription<S> {
-  /** The lead's subscriber handle (the session). One handle per client id: see {@link TenantDist.rebind}. */
-  readonly subscriber: S;
-  readonly clientId: string;
-  /** The filter as sent, including any `$share/<group>/` or `$oshare/<group>/` prefix. */
-  readonly filter: string;
-  readonly options: SubscriptionOptions;
-}
-
-/**
- * What one non-shared subscriber gets for a topic, aggregated over all its matching subscriptions
- * [MQTT-3.3.4-2].
- */
-export interface DirectMatch<S> {
-  readonly subscriber: S;
-  readonly clientId: string;
-  /** Highest granted QoS of the matching subscriptions; deliver with min(message QoS, this). */
-  readonly qos: QoS;
-  /** True when any matching subscription has Retain As Published. */
-  readonly retainAsPublished: boolean;
-  /** Distinct Subscription Identifiers of the matching subscriptions [MQTT-3.3.4-3]; empty when none. */
-  readonly subscriptionIds: readonly number[];
-  /**
-   * The same aggregation over only the matching subscriptions without No Local: use it when the
-   * publisher is this subscriber, and deliver nothing when it is undefined [MQTT-3.8.3-3]. It is
-   * this very object when none of the matching subscriptions has No Local.
-   */
-  readonly localAllowed: DirectMatch<S> | undefined;
-}
-
-/** A member of a shared group: the subscription itself. */
-export type SharedMember<S> = DistSubscription<S>;
-
-/**
- * A shared subscription group: one per (share kind, group, topic filter). The object is live:
- * members join and leave without invalidating cached match sets; a removed group has no members.
- */
-export interface SharedGroupMatch<S> {
-  readonly shareKind: 'share' | 'oshare';
-  readonly group: string;
-  readonly topicFilter: string;
-  /** Current members, in no particular order. */
-  readonly members: readonly SharedMember<S>[];
-  /** See {@link pickMember}. */
-  pick(publisherClientId: string, topic: string, isAvailable: (subscriber: S) => boolean): SharedMember<S> | undefined;
-}
-
-/** Who receives a message published on one topic. Frozen, shared between calls: do not keep it past a subscription change if you need a snapshot. */
-export interface MatchSet<S> {
-  /** Non-shared subscribers, one entry per client id. */
-  readonly direct: readonly DirectMatch<S>[];
-  /** Shared groups with a matching filter, one per (share kind, group, topic filter). */
-  readonly groups: readonly SharedGroupMatch<S>[];
-}
+export { emptyMatchSet, type DirectMatch, type MatchSet } from './match-set';
+export { pickMember, type DistSubscription, type SharedGroupMatch, type SharedMember } from './shared-group';
 
 /** Outcome of {@link TenantDist.subscribe}. Shared constants. */
 export type SubscribeResult =
@@ -89,8 +36,7 @@ const ADDED: SubscribeResult = Object.freeze({ replaced: false });
 const REPLACED: SubscribeResult = Object.freeze({ replaced: true });
 const GROUP_FULL: SubscribeResult = Object.freeze({ rejected: 'group-full' });
 const INVALID_FILTER: SubscribeResult = Object.freeze({ rejected: 'invalid-filter' });
-const NO_IDS: readonly number[] = Object.freeze([]);
-const EMPTY_MATCH: MatchSet<never> = Object.freeze({ direct: Object.freeze([]), groups: Object.freeze([]) });
+const EMPTY_MATCH: MatchSet<never> = emptyMatchSet<never>();
 
 /**
  * Up to this many cached topics, a wildcard subscription change deletes exactly the cached topics
@@ -98,133 +44,6 @@ const EMPTY_MATCH: MatchSet<never> = Object.freeze({ direct: Object.freeze([]), 
  * and keeps subscribe storms cheap. Literal filters always invalidate exactly one topic.
  */
 const PRECISE_INVALIDATION_MAX = 128;
-
-/**
- * Picks the member of a shared group that receives one message, or undefined when the group has no members.
- * - `$share`: round robin, skipping members for which `isAvailable` is false (offline, queue full);
- *   when none is available, round robin over all of them.
- * - `$oshare`: ordered. Rendezvous (highest random weight) hashing of (publisher, topic) over the
- *   member client ids: the same publisher and topic always reach the same member while membership is
- *   unchanged, and a member leaving only moves its own keys. `isAvailable` is not consulted, as
- *   skipping a member would reorder its messages; queue to the chosen member (inbox when offline).
- */
-export function pickMember<S>(
-  group: SharedGroupMatch<S>,
-  publisherClientId: string,
-  topic: string,
-  isAvailable: (subscriber: S) => boolean,
-): SharedMember<S> | undefined {
-  return group.pick(publisherClientId, topic, isAvailable);
-}
-
-const FNV_OFFSET = 0x811c9dc5;
-const FNV_PRIME = 0x01000193;
-
-function fnv1a(s: string, seed: number): number {
-  let h = seed;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, FNV_PRIME);
-  }
-  return h >>> 0;
-}
-
-/** MurmurHash3's finaliser: spreads FNV's weak low bits. */
-function fmix32(x: number): number {
-  let h = x >>> 0;
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
-
-class SharedGroup<S> implements SharedGroupMatch<S> {
-  readonly members: SharedMember<S>[] = [];
-  /** fmix32(fnv1a(clientId)) per member, parallel to `members`. */
-  private readonly weights: number[] = [];
-  private readonly index = new Map<string, number>();
-  private cursor = 0;
-
-  constructor(
-    readonly shareKind: 'share' | 'oshare',
-    readonly group: string,
-    readonly topicFilter: string,
-  ) {}
-
-  get size(): number {
-    return this.members.length;
-  }
-
-  /** Adds or replaces (same client id) a member; true when it replaced one. */
-  put(sub: SharedMember<S>): boolean {
-    const at = this.index.get(sub.clientId);
-    if (at !== undefined) {
-      this.members[at] = sub;
-      return true;
-    }
-    this.index.set(sub.clientId, this.members.length);
-    this.members.push(sub);
-    this.weights.push(fmix32(fnv1a(sub.clientId, FNV_OFFSET)));
-    return false;
-  }
-
-  remove(clientId: string): boolean {
-    const at = this.index.get(clientId);
-    if (at === undefined) return false;
-    this.index.delete(clientId);
-    const last = this.members.length - 1;
-    if (at !== last) {
-      const moved = this.members[last]!;
-      this.members[at] = moved;
-      this.weights[at] = this.weights[last]!;
-      this.index.set(moved.clientId, at);
-    }
-    this.members.pop();
-    this.weights.pop();
-    return true;
-  }
-
-  pick(publisherClientId: string, topic: string, isAvailable: (subscriber: S) => boolean): SharedMember<S> | undefined {
-    const n = this.members.length;
-    if (n === 0) return undefined;
-    if (n === 1) return this.members[0];
-    return this.shareKind === 'oshare' ? this.pickOrdered(publisherClientId, topic) : this.pickRoundRobin(isAvailable);
-  }
-
-  private pickRoundRobin(isAvailable: (subscriber: S) => boolean): SharedMember<S> {
-    const members = this.members;
-    const n = members.length;
-    const start = this.cursor % n;
-    for (let k = 0; k < n; k++) {
-      const i = (start + k) % n;
-      const member = members[i]!;
-      if (isAvailable(member.subscriber)) {
-        this.cursor = i + 1;
-        return member;
-      }
-    }
-    this.cursor = start + 1;
-    return members[start]!;
-  }
-
-  private pickOrdered(publisherClientId: string, topic: string): SharedMember<S> {
-    // Key hash over publisher, a separator no client id contains (U+0000), then topic.
-    const key = fnv1a(topic, Math.imul(fnv1a(publisherClientId, FNV_OFFSET), FNV_PRIME));
-    const members = this.members;
-    let best = 0;
-    let bestScore = -1;
-    for (let i = 0; i < members.length; i++) {
-      const score = fmix32(key ^ this.weights[i]!);
-      if (score > bestScore || (score === bestScore && members[i]!.clientId < members[best]!.clientId)) {
-        best = i;
-        bestScore = score;
-      }
-    }
-    return members[best]!;
-  }
-}
 
 /** Every subscription with the same topic filter (the trie's value). */
 class FilterEntry<S> {
@@ -247,21 +66,12 @@ interface Placement<S> {
   readonly group: SharedGroup<S> | undefined;
 }
 
-interface MutableDirectMatch<S> {
-  subscriber: S;
-  clientId: string;
-  qos: QoS;
-  retainAsPublished: boolean;
-  subscriptionIds: readonly number[];
-  localAllowed: DirectMatch<S> | undefined;
-}
-
 function groupKey(kind: 'share' | 'oshare', group: string): string {
   return kind === 'share' ? `s/${group}` : `o/${group}`;
 }
 
 /**
- * The subscriptions of one tenant. Not shared between tenants: see `Dist`.
+ * The subscriptions of one tenant. Not shared between tenants: see `LocalRouter`.
  *
  * @example
  * ```ts
@@ -524,67 +334,4 @@ export class TenantDist<S> {
     }
     return Object.freeze({ direct: Object.freeze(direct), groups: Object.freeze(groups) });
   }
-}
-
-function single<S>(sub: DistSubscription<S>): DirectMatch<S> {
-  const o = sub.options;
-  const m: MutableDirectMatch<S> = {
-    subscriber: sub.subscriber,
-    clientId: sub.clientId,
-    qos: o.qos,
-    retainAsPublished: o.retainAsPublished,
-    subscriptionIds: o.subscriptionId !== undefined ? Object.freeze([o.subscriptionId]) : NO_IDS,
-    localAllowed: undefined,
-  };
-  if (!o.noLocal) m.localAllowed = m;
-  return Object.freeze(m);
-}
-
-/** Aggregates several subscriptions of one client [MQTT-3.3.4-2], [MQTT-3.3.4-3]. */
-function aggregate<S>(subs: readonly DistSubscription<S>[]): DirectMatch<S> {
-  const all = combine(subs, false)!;
-  if (subs.some((s) => s.options.noLocal)) {
-    (all as MutableDirectMatch<S>).localAllowed = combine(subs, true);
-  } else {
-    (all as MutableDirectMatch<S>).localAllowed = all;
-  }
-  return Object.freeze(all);
-}
-
-function combine<S>(subs: readonly DistSubscription<S>[], localOnly: boolean): DirectMatch<S> | undefined {
-  let m: MutableDirectMatch<S> | undefined;
-  let ids: number[] | undefined;
-  for (const sub of subs) {
-    const o = sub.options;
-    if (localOnly && o.noLocal) continue;
-    if (m === undefined) {
-      m = {
-        subscriber: sub.subscriber,
-        clientId: sub.clientId,
-        qos: o.qos,
-        retainAsPublished: o.retainAsPublished,
-        subscriptionIds: NO_IDS,
-        localAllowed: undefined,
-      };
-    } else {
-      if (o.qos > m.qos) m.qos = o.qos;
-      if (o.retainAsPublished) m.retainAsPublished = true;
-    }
-    if (o.subscriptionId !== undefined) {
-      ids ??= [];
-      if (!ids.includes(o.subscriptionId)) ids.push(o.subscriptionId);
-    }
-  }
-  if (m === undefined) return undefined;
-  if (ids !== undefined) m.subscriptionIds = Object.freeze(ids);
-  if (localOnly) {
-    m.localAllowed = m;
-    return Object.freeze(m);
-  }
-  return m;
-}
-
-/** A match set with nothing in it. */
-export function emptyMatchSet<S>(): MatchSet<S> {
-  return EMPTY_MATCH;
 }

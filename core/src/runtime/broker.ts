@@ -75,15 +75,18 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     );
   }
 
+  // The object graph, built once: the engine (with the services it composes) and the server over it.
   container.registerSingleton(Engine);
+  container.registerSingleton(MqttServer);
+  const engine = container.resolve(Engine);
   const server = container.resolve(MqttServer);
-  if (options.worker !== undefined) serveAsWorker(server, container.resolve(Engine), options.worker);
+  if (options.worker !== undefined) serveAsWorker(server, engine, options.worker);
   let bound;
   try {
-    const restored = await container.resolve(Engine).sessions.restore();
+    const restored = await engine.sessions.restore();
     if (restored > 0) logger.info({ sessions: restored }, `restored ${restored} persistent sessions`);
     bound = await server.listen();
-    container.resolve(Engine).redirects.start();
+    engine.redirects.start();
   } catch (err) {
     await host.close();
     wheel.close();
@@ -109,7 +112,7 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     plugins: host.plugins,
     tenants: () => [...usage.tenantIds()],
     tenantMetrics: (tenantId) => usage.metrics(tenantId),
-    openConnections: () => container.resolve(Engine).connections.size,
+    openConnections: () => engine.connections.size,
     stop(reason = 'stop requested') {
       stopping ??= (async () => {
         logger.info({ reason }, 'broker stopping');

@@ -1,7 +1,29 @@
-import type { InboxEntry, InboxMessage, InflightRecord, SessionRecord, Storage, SubscriptionRecord, WillRecord } from '@bifro/spi';
+import type {
+  ClientInfo,
+  InboxEntry,
+  InboxMessage,
+  InflightRecord,
+  ProtocolVersion,
+  SessionRecord,
+  Storage,
+  SubscriptionRecord,
+  WillRecord,
+} from '@bifro/spi';
 import { fromStored, toStored } from '../retain/retain-service';
-import type { Delivery, Session } from './session';
+import type { Delivery, SessionWill } from './session-types';
 import { Message } from './message';
+
+/** What persistence reads of a session (the `Session` class, without importing it). */
+export interface PersistedSession {
+  readonly tenantId: string;
+  readonly clientId: string;
+  readonly client: ClientInfo;
+  readonly protocolVersion: ProtocolVersion;
+  readonly expirySeconds: number;
+  readonly createdAt: number;
+  readonly subscriptions: ReadonlyMap<string, SubscriptionRecord>;
+  readonly will: SessionWill | undefined;
+}
 
 /** A delivery as the inbox and inflight stores keep it. */
 export function toInboxMessage(d: Delivery): InboxMessage {
@@ -18,7 +40,7 @@ export function fromInboxMessage(m: InboxMessage): Delivery {
   };
 }
 
-function willRecord(session: Session): WillRecord | undefined {
+function willRecord(session: PersistedSession): WillRecord | undefined {
   const will = session.will;
   if (will === undefined) return undefined;
   const s = toStored(will.message);
@@ -44,7 +66,7 @@ export function willFromRecord(w: WillRecord, clientId: string): { message: Mess
 export class SessionPersistence {
   constructor(readonly storage: Storage) {}
 
-  saveRecord(session: Session, disconnectedAt?: number): Promise<void> {
+  saveRecord(session: PersistedSession, disconnectedAt?: number): Promise<void> {
     const record: SessionRecord = {
       tenantId: session.tenantId,
       clientId: session.clientId,
@@ -59,47 +81,47 @@ export class SessionPersistence {
     return this.storage.sessions.put(record);
   }
 
-  deleteSession(session: Session): Promise<void> {
+  deleteSession(session: PersistedSession): Promise<void> {
     return this.storage.sessions.delete(session.tenantId, session.clientId);
   }
 
-  append(session: Session, d: Delivery, maxSize: number, dropOldest: boolean): Promise<{ appended: number; dropped: number }> {
+  append(session: PersistedSession, d: Delivery, maxSize: number, dropOldest: boolean): Promise<{ appended: number; dropped: number }> {
     return this.storage.inbox.append(session.tenantId, session.clientId, [toInboxMessage(d)], { maxSize, dropOldest });
   }
 
-  read(session: Session, afterSeq: number, max: number): Promise<InboxEntry[]> {
+  read(session: PersistedSession, afterSeq: number, max: number): Promise<InboxEntry[]> {
     return this.storage.inbox.read(session.tenantId, session.clientId, afterSeq, max);
   }
 
-  commit(session: Session, uptoSeq: number): Promise<void> {
+  commit(session: PersistedSession, uptoSeq: number): Promise<void> {
     return this.storage.inbox.commit(session.tenantId, session.clientId, uptoSeq);
   }
 
-  count(session: Session): Promise<number> {
+  count(session: PersistedSession): Promise<number> {
     return this.storage.inbox.count(session.tenantId, session.clientId);
   }
 
-  putInflight(session: Session, records: readonly InflightRecord[]): Promise<void> {
+  putInflight(session: PersistedSession, records: readonly InflightRecord[]): Promise<void> {
     return this.storage.inflight.put(session.tenantId, session.clientId, records);
   }
 
-  removeInflight(session: Session, packetIds: readonly number[]): Promise<void> {
+  removeInflight(session: PersistedSession, packetIds: readonly number[]): Promise<void> {
     return this.storage.inflight.remove(session.tenantId, session.clientId, packetIds);
   }
 
-  listInflight(session: Session): Promise<InflightRecord[]> {
+  listInflight(session: PersistedSession): Promise<InflightRecord[]> {
     return this.storage.inflight.list(session.tenantId, session.clientId);
   }
 
-  addIncoming(session: Session, packetId: number): Promise<void> {
+  addIncoming(session: PersistedSession, packetId: number): Promise<void> {
     return this.storage.inflight.addIncoming(session.tenantId, session.clientId, packetId);
   }
 
-  removeIncoming(session: Session, packetId: number): Promise<void> {
+  removeIncoming(session: PersistedSession, packetId: number): Promise<void> {
     return this.storage.inflight.removeIncoming(session.tenantId, session.clientId, packetId);
   }
 
-  listIncoming(session: Session): Promise<number[]> {
+  listIncoming(session: PersistedSession): Promise<number[]> {
     return this.storage.inflight.listIncoming(session.tenantId, session.clientId);
   }
 }

@@ -4,7 +4,7 @@ import type { EmitEvent } from '../broker/broker-events';
 import { describeError } from '../errors';
 import type { AclManager, SettingsManager } from '../plugin-host/managers';
 import { RC } from '../protocol/reason-codes';
-import type { Dist } from '../routing/dist';
+import type { Router } from '../routing/router';
 import type { Logger } from '../runtime/logger';
 import { isReservedTopic } from '../security/secure-defaults';
 import type { TenantLimits } from '../tenancy/tenant-limits';
@@ -58,7 +58,7 @@ export class SessionRegistry {
 
   constructor(
     private readonly host: SessionRegistryHost,
-    private readonly dist: Dist<Session>,
+    private readonly router: Router<Session>,
     private readonly settings: SettingsManager,
     private readonly acl: AclManager,
     private readonly limits: TenantLimits,
@@ -195,11 +195,7 @@ export class SessionRegistry {
     this.usage.bump(session.tenantId, COUNTER.sessions, -1);
     this.wheel.cancel(session);
     if (session.willAt !== 0) this.fireWill(session);
-    const tenant = this.dist.peek(session.tenantId);
-    if (tenant !== undefined) {
-      tenant.unsubscribeAll(session.clientId);
-      this.dist.dropIfEmpty(session.tenantId);
-    }
+    this.router.removeAll(session.tenantId, session.clientId);
     for (const filter of session.countedFilters()) this.limits.releaseSubscription(session, filter);
     session.dropSubscriptions();
     session.clearState();
@@ -307,11 +303,10 @@ export class SessionRegistry {
     const session = new Session(sessionListKey(r.tenantId, r.clientId), client, r.protocolVersion, r.expirySeconds, r.createdAt, this.host);
     session.stored = true;
     session.loaded = false;
-    const tenant = this.dist.tenant(r.tenantId);
     this.usage.add(r.tenantId, 'TotalPersistentSessions', 1);
     for (const sub of r.subscriptions) {
       session.subscriptions.set(sub.filter, sub);
-      tenant.subscribe({ subscriber: session, clientId: r.clientId, filter: sub.filter, options: sub });
+      this.router.addRoute(r.tenantId, { subscriber: session, clientId: r.clientId, filter: sub.filter, options: sub });
       const resource = subscriptionResource(sub.filter, true);
       this.usage.add(r.tenantId, resource, 1);
       session.countedSubscriptions.set(sub.filter, resource);

@@ -1,18 +1,12 @@
 import type { ClientInfo, InflightRecord, ProtocolVersion, QoS, ResourceType, SubscriptionRecord } from '@bifro/spi';
 import type { WheelEntry } from './timer-wheel';
-import type { Message } from './message';
+import { SessionInbox, type InboxHost } from './inbox-pump';
 import { fromInboxMessage, toInboxMessage, type SessionPersistence } from './session-persistence';
+import { SessionQueue, type QueueHost } from './session-queue';
+import type { Delivery, SessionLink, SessionWill, WriteWaiter } from './session-types';
 
-/** One message on its way to one session, at the QoS and RETAIN flag of that delivery. */
-export interface Delivery {
-  readonly msg: Message;
-  readonly qos: QoS;
-  readonly retain: boolean;
-  /** v5 Subscription Identifiers of the matching subscriptions. */
-  readonly subscriptionIds: readonly number[] | undefined;
-}
+export type { Delivery, DropReason, QueueLimit, SessionLink, SessionWill, WriteWaiter } from './session-types';
 
-/** An outbound QoS 1/2 message waiting for the client. */
 /**
  * An outbound QoS 1/2 message waiting for the client. For a connected persistent session's QoS 1
  * delivery it is also the deferred storage write of its inflight record (D20): one object per
@@ -44,54 +38,12 @@ export class Inflight {
   }
 }
 
-/**
- * What waits for the storage writes one inbound PUBLISH causes (the publisher's acknowledgement):
- * each write holds it and releases or fails it when done. A counter, not a promise per write,
- * keeps the persistent QoS 1 path to one object per message.
- */
-export interface WriteWaiter {
-  hold(): void;
-  release(): void;
-  fail(err: unknown): void;
-  /** Hold until `write` settles. */
-  add(write: Promise<unknown>): void;
-}
-
 /** A storage write that waits a moment in case the client's acknowledgement makes it unnecessary: the inflight entry itself. */
 export type DeferredWrite = Inflight;
 
-/** What a session needs of the connection that currently serves it. */
-export interface SessionLink {
-  /** MQTT 3.1/3.1.1 connections may resend unacknowledged messages while connected; MQTT 5 must not [MQTT-4.4.0-1]. */
-  readonly v5: boolean;
-  /** The client's Receive Maximum: most unacknowledged QoS 1/2 PUBLISH it accepts [MQTT-3.3.4-9]. */
-  readonly receiveMaximum: number;
-  /** false while the socket's write buffer is over its high-water mark. */
-  writable(): boolean;
-  /** Bytes waiting in the socket's write buffer. */
-  bufferedBytes(): number;
-  /** Most bytes that may wait in memory for this connection: its session queue plus {@link bufferedBytes} (mqtt.maxQueuedBytesPerConnection). */
-  readonly maxQueuedBytes: number;
-  /** Write a PUBLISH. Returns false when it was dropped (larger than the client's Maximum Packet Size). */
-  sendPublish(delivery: Delivery, packetId: number, dup: boolean): boolean;
-  sendPubrel(packetId: number): void;
-  /** The session's queue overflowed while this connection served it (MinSendPerSec). */
-  queueOverflowed(): void;
-}
-
-/** The broker services a session reports to. */
-export interface SessionHost {
+/** The broker services a session reports to (with those its memory queue and inbox report to). */
+export interface SessionHost extends QueueHost<Session>, InboxHost<Session> {
   readonly persistence: SessionPersistence;
-  /** Most queued deliveries and bytes, and what to drop when full, for this session's tenant (SessionInboxSize, MaxTenantQueuedBytes, QoS0DropOldest). */
-  queueLimit(tenantId: string): QueueLimit;
-  /** Message bytes queued in memory for all of the session's tenant's sessions (its TotalSessionMemoryBytes). */
-  tenantQueuedBytes(session: Session): number;
-  /** A delivery was dropped. */
-  dropped(session: Session, delivery: Delivery, reason: DropReason): void;
-  /** Whether the session's tenant has room for more of a quota resource; reports `resourceExhausted` when not. */
-  hasRoom(session: Session, resource: 'TotalSessionMemoryBytes' | 'TotalPersistentSessionSpaceBytes'): boolean;
-  /** Add to a gauge of the session's tenant. */
-  adjustUsage(session: Session, resource: 'TotalSessionMemoryBytes' | 'TotalPersistentSessionSpaceBytes', delta: number): void;
   /** An MQTT 3 connection has unacknowledged deliveries: watch them for resends (MaxResendTimes, ResendTimeoutSeconds). */
   watchResends(session: Session): void;
   /** A QoS 1/2 delivery completed (PUBACK / PUBCOMP received). */
@@ -103,36 +55,7 @@ export interface SessionHost {
   deferInflight(write: DeferredWrite): void;
   /** Timer wheel callback of a disconnected session (will delay, expiry); returns the next deadline or 0. */
   onDeadline(session: Session, now: number): number;
-  /** A storage call of this session failed. */
-  storageFailed(session: Session, what: string, err: unknown): void;
 }
-
-/** The will of a session: published on abnormal disconnect, after its delay [MQTT-3.1.2-8], [MQTT-3.1.3-9]. */
-export interface SessionWill {
-  readonly message: Message;
-  readonly delaySeconds: number;
-}
-
-/** A tenant's queue policy. */
-export interface QueueLimit {
-  /** SessionInboxSize: most deliveries queued for one session. */
-  readonly maxSize: number;
-  /** QoS0DropOldest: drop the oldest queued delivery (true) or the new one (false). */
-  readonly dropOldest: boolean;
-  /** MaxTenantQueuedBytes: most message bytes queued in memory for the tenant's sessions together (0: no bound). */
-  readonly maxTenantBytes: number;
-}
-
-/**
- * Why a delivery was dropped. `queue-bytes`: the connection's queue plus socket buffer would pass
- * mqtt.maxQueuedBytesPerConnection; `tenant-queue-bytes`: the tenant's queues would pass MaxTenantQueuedBytes.
- */
-export type DropReason = 'queue-full' | 'queue-bytes' | 'tenant-queue-bytes' | 'expired' | 'too-large' | 'quota' | 'resends-exhausted';
-
-/** Most inbox entries one read takes. */
-const INBOX_READ_BATCH = 256;
-/** Entries the first inbox read of a session takes, before the size of its messages is known. */
-const INBOX_FIRST_READ = 16;
 
 /**
  * The state of one MQTT session, keyed by (tenantId, clientId): subscriptions, outbound QoS 1/2
@@ -166,21 +89,13 @@ export class Session implements WheelEntry {
   stored = false;
   /** false for a session restored from storage until its inflight state is read back. */
   loaded = true;
-  /** Message bytes in the memory queue, and appended to the storage inbox by this process (tenant quotas). */
-  private queuedBytes = 0;
-  private inboxBytes = 0;
   /** Registered with the engine's resend scan (MQTT 3 connections). */
   resendWatched = false;
 
-  /** Transient sessions: deliveries waiting in memory. */
-  private queue: Delivery[] = [];
-  private queueHead = 0;
-  /** Persistent sessions: entries in the storage inbox not yet moved to inflight, and the last seq moved. */
-  inboxBacklog = 0;
-  private inboxCursor = 0;
-  /** Entries the next inbox read takes: about one connection's queued-bytes bound of messages of the last read's average size. */
-  private inboxReadMax = INBOX_FIRST_READ;
-  private pumping = false;
+  /** Transient sessions: deliveries waiting in memory (created on the first one). */
+  private queue: SessionQueue<Session> | undefined;
+  /** Persistent sessions: the storage inbox's backlog, cursor and pump (created on first use). */
+  private inboxState: SessionInbox<Session> | undefined;
   private nextPacketId = 1;
   /** Retained lookups in progress for new subscriptions, and the live deliveries waiting behind them. */
   private retainedLookups = 0;
@@ -221,6 +136,15 @@ export class Session implements WheelEntry {
     this.subscriptionMap = undefined;
   }
 
+  private get inbox(): SessionInbox<Session> {
+    return (this.inboxState ??= new SessionInbox<Session>(this, this.host));
+  }
+
+  /** QoS 1/2 deliveries in flight. */
+  get inflightSize(): number {
+    return this.inflightMap?.size ?? 0;
+  }
+
   private get inflight(): Map<number, Inflight> {
     return (this.inflightMap ??= new Map());
   }
@@ -244,7 +168,7 @@ export class Session implements WheelEntry {
 
   /** Deliveries waiting (queued) plus in flight. */
   get backlog(): number {
-    return this.queue.length - this.queueHead + this.inboxBacklog + (this.inflightMap?.size ?? 0);
+    return (this.queue?.size ?? 0) + (this.inboxState?.backlog ?? 0) + (this.inflightMap?.size ?? 0);
   }
 
   onWheelTick(now: number): number {
@@ -298,24 +222,25 @@ export class Session implements WheelEntry {
       if (
         link !== undefined &&
         link.writable() &&
-        this.queueHead === this.queue.length &&
+        (this.queue === undefined || this.queue.size === 0) &&
         (d.qos === 0 || this.inflight.size < link.receiveMaximum)
       ) {
         if (d.qos === 0) link.sendPublish(d, 0, false);
         else this.send(link, d);
       } else {
-        this.enqueue(d);
+        (this.queue ??= new SessionQueue<Session>(this, this.host)).enqueue(d, link);
       }
       return undefined;
     }
     if (d.qos === 0) {
       // QoS 0 is not worth a disk write while the client is there: sent, or dropped behind a full socket.
-      if (link === undefined) this.appendToInbox(d).catch((err: unknown) => this.host.storageFailed(this, 'inbox append', err));
+      if (link === undefined) this.inbox.append(d).catch((err: unknown) => this.host.storageFailed(this, 'inbox append', err));
       else if (link.writable()) link.sendPublish(d, 0, false);
       else this.host.dropped(this, d, 'queue-full');
       return undefined;
     }
-    const direct = link !== undefined && this.loaded && this.inboxBacklog === 0 && !this.pumping && link.writable();
+    const inbox = this.inboxState;
+    const direct = link !== undefined && this.loaded && (inbox === undefined || (inbox.backlog === 0 && !inbox.pumping)) && link.writable();
     if (direct && this.inflight.size < link.receiveMaximum) {
       const packetId = this.allocatePacketId();
       if (d.qos === 1) {
@@ -336,7 +261,7 @@ export class Session implements WheelEntry {
       if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
       return;
     }
-    const appended = this.appendToInbox(d);
+    const appended = this.inbox.append(d);
     if (waiter !== undefined) waiter.add(appended);
     else appended.catch((err: unknown) => this.host.storageFailed(this, 'inbox append', err));
   }
@@ -398,16 +323,17 @@ export class Session implements WheelEntry {
     const link = this.link;
     if (link === undefined) return;
     if (this.persistent) {
-      if (this.inboxBacklog > 0) void this.pump();
+      const inbox = this.inboxState;
+      if (inbox !== undefined && inbox.backlog > 0) void inbox.pump();
       return;
     }
+    const queue = this.queue;
+    if (queue === undefined) return;
     const now = Date.now();
-    while (this.queueHead < this.queue.length) {
-      const d = this.queue[this.queueHead]!;
+    for (let d = queue.peek(); d !== undefined; d = queue.peek()) {
       if (d.qos > 0 && this.inflight.size >= link.receiveMaximum) break;
       if (!link.writable()) break;
-      this.queue[this.queueHead++] = undefined as unknown as Delivery;
-      this.accountQueued(-d.msg.size);
+      queue.shift();
       if (d.msg.expired(now)) {
         this.host.dropped(this, d, 'expired');
         continue;
@@ -415,34 +341,19 @@ export class Session implements WheelEntry {
       if (d.qos === 0) link.sendPublish(d, 0, false);
       else this.send(link, d);
     }
-    this.compact();
-  }
-
-  /** Release the slots of deliveries taken from the head of the queue. */
-  private compact(): void {
-    if (this.queueHead === this.queue.length) {
-      this.queue = [];
-      this.queueHead = 0;
-    } else if (this.queueHead > 1024 && this.queueHead * 2 > this.queue.length) {
-      this.queue = this.queue.slice(this.queueHead);
-      this.queueHead = 0;
-    }
+    queue.compact();
   }
 
   /** Message bytes this session holds in its memory queue. */
   get memoryBytes(): number {
-    return this.queuedBytes;
+    return this.queue?.bytes ?? 0;
   }
 
   /** Drop everything queued and in flight (clean start, session end). */
   clearState(): void {
-    this.accountQueued(-this.queuedBytes);
-    this.accountInbox(-this.inboxBytes);
+    this.queue?.clear();
+    this.inboxState?.clear();
     this.inflightMap = undefined;
-    this.queue = [];
-    this.queueHead = 0;
-    this.inboxBacklog = 0;
-    this.inboxCursor = 0;
     this.inboundIds = undefined;
   }
 
@@ -457,17 +368,14 @@ export class Session implements WheelEntry {
       records.push(
         e.delivery === undefined ? { packetId, phase: 'pubrel' } : { packetId, phase: 'publish', message: toInboxMessage(e.delivery) },
       );
-    const waiting = this.queue.slice(this.queueHead);
-    this.queue = [];
-    this.queueHead = 0;
-    this.accountQueued(-this.queuedBytes);
+    const waiting = this.queue?.takeAll() ?? [];
     const { maxSize, dropOldest } = this.host.queueLimit(this.tenantId);
     const writes: Promise<unknown>[] = [];
     if (records.length > 0) writes.push(p.putInflight(this, records));
     for (const d of waiting) {
       if (d.qos === 0 && this.link !== undefined) continue;
       writes.push(p.append(this, d, maxSize, dropOldest));
-      this.inboxBacklog++;
+      this.inbox.backlog++;
     }
     for (const id of this.inboundQoS2) writes.push(p.addIncoming(this, id));
     await Promise.all(writes);
@@ -511,7 +419,7 @@ export class Session implements WheelEntry {
         if (r.packetId >= this.nextPacketId) this.nextPacketId = r.packetId === 65535 ? 1 : r.packetId + 1;
       }
       for (const id of incoming) this.inboundQoS2.add(id);
-      this.inboxBacklog = backlog;
+      if (backlog > 0 || this.inboxState !== undefined) this.inbox.backlog = backlog;
       this.loaded = true;
     } catch (err) {
       this.host.storageFailed(this, 'session load', err);
@@ -519,93 +427,12 @@ export class Session implements WheelEntry {
     }
   }
 
-  /**
-   * Append to the storage inbox; then, if the client is there, move what the window allows. Over
-   * the tenant's TotalPersistentSessionSpaceBytes the delivery is dropped for this session.
-   */
-  private appendToInbox(d: Delivery): Promise<void> {
-    if (!this.host.hasRoom(this, 'TotalPersistentSessionSpaceBytes')) {
-      this.host.dropped(this, d, 'quota');
-      return Promise.resolve();
-    }
-    const { maxSize, dropOldest } = this.host.queueLimit(this.tenantId);
-    this.inboxBacklog++;
-    const size = d.msg.size;
-    return this.host.persistence.append(this, d, maxSize, dropOldest).then((r) => {
-      if (r.appended === 0) {
-        this.inboxBacklog--;
-        this.host.dropped(this, d, 'queue-full');
-      } else {
-        this.accountInbox(size);
-        if (r.dropped > 0) {
-          this.inboxBacklog -= r.dropped;
-          // The store drops its oldest entries without telling their sizes: counted as this one's.
-          this.accountInbox(-size * r.dropped);
-          this.host.dropped(this, d, 'queue-full');
-        }
-      }
-      if (this.link !== undefined) void this.pump();
-    });
-  }
-
-  /**
-   * Move inbox entries into flight while the window allows. The inflight records (with their
-   * messages) and the inbox commit are issued in the same tick, so a backend that groups writes
-   * (storage-level) stores them in one batch.
-   */
-  private async pump(): Promise<void> {
-    if (this.pumping || !this.loaded) return;
-    this.pumping = true;
-    try {
-      for (;;) {
-        const link = this.link;
-        if (link === undefined || this.inboxBacklog <= 0 || !link.writable()) break;
-        const room = link.receiveMaximum - this.inflight.size;
-        if (room <= 0) break;
-        const entries = await this.host.persistence.read(this, this.inboxCursor, Math.min(room, this.inboxReadMax));
-        if (entries.length === 0) {
-          this.inboxBacklog = 0;
-          break;
-        }
-        const records: InflightRecord[] = [];
-        const now = Date.now();
-        let readBytes = 0;
-        let seen = 0;
-        let moved = 0;
-        for (const e of entries) {
-          const d = fromInboxMessage(e);
-          readBytes += d.msg.size;
-          seen++;
-          const current = this.link;
-          // The socket filled up: the rest stays in the inbox (read again later), not in the socket's buffer [SEC-MEM-1].
-          if (current !== undefined && moved > 0 && !current.writable()) break;
-          moved++;
-          this.inboxCursor = e.seq;
-          this.inboxBacklog--;
-          this.accountInbox(-d.msg.size);
-          if (d.msg.expired(now)) {
-            this.host.dropped(this, d, 'expired');
-            continue;
-          }
-          if (d.qos === 0) {
-            current?.sendPublish(d, 0, false);
-            continue;
-          }
-          const packetId = this.allocatePacketId();
-          this.track(packetId, new Inflight(this, packetId, d, undefined, false));
-          records.push({ packetId, phase: 'publish', message: e });
-          if (current !== undefined && !current.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
-        }
-        // Large messages: fewer per read, so a read holds about one connection bound of them.
-        this.inboxReadMax = Math.max(1, Math.min(INBOX_READ_BATCH, Math.floor((link.maxQueuedBytes * seen) / Math.max(1, readBytes))));
-        const p = this.host.persistence;
-        await Promise.all([records.length > 0 ? p.putInflight(this, records) : undefined, p.commit(this, this.inboxCursor)]);
-      }
-    } catch (err) {
-      this.host.storageFailed(this, 'inbox pump', err);
-    } finally {
-      this.pumping = false;
-    }
+  /** A QoS 1/2 delivery read from the inbox: in flight, then sent (dropped when too large for the client); returns its packet id. */
+  sendFromInbox(d: Delivery, link: SessionLink | undefined): number {
+    const packetId = this.allocatePacketId();
+    this.track(packetId, new Inflight(this, packetId, d, undefined, false));
+    if (link !== undefined && !link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
+    return packetId;
   }
 
   private track(packetId: number, entry: Inflight): void {
@@ -629,75 +456,6 @@ export class Session implements WheelEntry {
     const packetId = this.allocatePacketId();
     this.track(packetId, new Inflight(this, packetId, d, undefined, false));
     if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
-  }
-
-  /**
-   * Queue in memory, within SessionInboxSize, the connection's queued-bytes bound (this queue plus
-   * the socket's write buffer, mqtt.maxQueuedBytesPerConnection) [SEC-MEM-1], the tenant's
-   * MaxTenantQueuedBytes [SEC-MEM-2] and its TotalSessionMemoryBytes quota. QoS0DropOldest decides
-   * what goes [SEC-MEM-3]: the new delivery, or the oldest queued ones until the new one fits.
-   */
-  private enqueue(d: Delivery): void {
-    if (!this.host.hasRoom(this, 'TotalSessionMemoryBytes')) {
-      this.host.dropped(this, d, 'quota');
-      return;
-    }
-    const limit = this.host.queueLimit(this.client.tenantId);
-    if (this.queue.length - this.queueHead >= limit.maxSize) {
-      if (!limit.dropOldest) {
-        this.host.dropped(this, d, 'queue-full');
-        return;
-      }
-      this.dropOldestQueued('queue-full');
-      this.compact();
-    }
-    const size = d.msg.size;
-    const link = this.link;
-    if (link !== undefined) {
-      const room = link.maxQueuedBytes - link.bufferedBytes() - size;
-      if (this.queuedBytes > room && !this.makeRoom(room, limit.dropOldest, 'queue-bytes', d)) return;
-    }
-    if (limit.maxTenantBytes > 0) {
-      const room = limit.maxTenantBytes - size - (this.host.tenantQueuedBytes(this) - this.queuedBytes);
-      if (this.queuedBytes > room && !this.makeRoom(room, limit.dropOldest, 'tenant-queue-bytes', d)) return;
-    }
-    this.queue.push(d);
-    this.accountQueued(size);
-  }
-
-  /**
-   * Bring this session's queued bytes down to `room` by dropping its oldest deliveries (dropOldest),
-   * or drop `d` (not dropOldest, or not even an empty queue would make room). Returns whether `d` may be queued.
-   */
-  private makeRoom(room: number, dropOldest: boolean, reason: DropReason, d: Delivery): boolean {
-    if (!dropOldest || room < 0) {
-      this.host.dropped(this, d, reason);
-      return false;
-    }
-    while (this.queuedBytes > room && this.queueHead < this.queue.length) this.dropOldestQueued(reason);
-    this.compact();
-    return true;
-  }
-
-  private dropOldestQueued(reason: DropReason): void {
-    const oldest = this.queue[this.queueHead]!;
-    this.queue[this.queueHead++] = undefined as unknown as Delivery;
-    this.accountQueued(-oldest.msg.size);
-    this.host.dropped(this, oldest, reason);
-  }
-
-  private accountQueued(delta: number): void {
-    if (delta === 0) return;
-    this.queuedBytes += delta;
-    this.host.adjustUsage(this, 'TotalSessionMemoryBytes', delta);
-  }
-
-  /** Inbox bytes this process appended; entries from before a restart are not counted, so it never goes below 0. */
-  private accountInbox(delta: number): void {
-    if (delta < 0 && -delta > this.inboxBytes) delta = -this.inboxBytes;
-    if (delta === 0) return;
-    this.inboxBytes += delta;
-    this.host.adjustUsage(this, 'TotalPersistentSessionSpaceBytes', delta);
   }
 
   /**

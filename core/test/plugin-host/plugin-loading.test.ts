@@ -317,7 +317,6 @@ describe('the loaded host', () => {
     expect(container.resolve(PLUGIN_TOKENS.Settings)).toBe(host.settings);
     expect(container.resolve(PLUGIN_TOKENS.Throttler)).toBe(host.throttler);
     expect(container.resolve(PLUGIN_TOKENS.Storage)).toBe(host.storage);
-    expect(container.resolve(PLUGIN_TOKENS.Host)).toBe(host);
   });
 
   it('close() closes the plugins once, however often it is called', async () => {

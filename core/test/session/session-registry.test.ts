@@ -5,6 +5,8 @@ import { loadPlugins } from '../../src/plugin-host';
 import type { PluginHost } from '../../src/plugin-host/managers';
 import { RC } from '../../src/protocol/reason-codes';
 import { createLogger } from '../../src/runtime/logger';
+import type { Logger } from '../../src/runtime/logger';
+import type { BrokerConfig } from '../../src/runtime/config-types';
 import { Message } from '../../src/session/message';
 import type { Delivery, Session, SessionLink } from '../../src/session/session';
 import type { SessionRegistry } from '../../src/session/session-registry';
@@ -55,6 +57,23 @@ function will(clientId: string, delaySeconds: number): { message: Message; delay
   return { message: new Message('wills/' + clientId, Buffer.from('gone'), 0, false, undefined, 0, 0, clientId), delaySeconds };
 }
 
+/** An engine over the loaded plugins' managers, as the composition root injects them. */
+function engineOver(config: BrokerConfig, logger: Logger, wheel: TimerWheel, usage: TenantUsage, host: PluginHost): Engine {
+  return new Engine(
+    config,
+    logger,
+    wheel,
+    usage,
+    host.auth,
+    host.acl,
+    host.balancer,
+    host.events,
+    host.settings,
+    host.throttler,
+    host.storage,
+  );
+}
+
 describe('SessionRegistry (injectable clock, memory storage)', () => {
   let host: PluginHost;
   let wheel: TimerWheel;
@@ -86,7 +105,7 @@ describe('SessionRegistry (injectable clock, memory storage)', () => {
     const config = configWith({ storage: { use: '@bifro/plugin-storage-memory', required: true, options: {} } });
     const logger = createLogger({ level: 'silent' });
     host = await loadPlugins(config, logger, usage);
-    engine = new Engine(config, logger, wheel, usage, host);
+    engine = engineOver(config, logger, wheel, usage, host);
     registry = engine.sessions;
     published = [];
     const publish = engine.publish.bind(engine);
@@ -200,7 +219,7 @@ describe('SessionRegistry (injectable clock, memory storage)', () => {
     const a = connect('c1', new FakeLink(), false, 60, will('c1', 5));
     await registry.store(a.session, undefined);
     // The broker stops while c1 is connected: a fresh registry over the same storage brings it back.
-    const again = new Engine(engine.config, engine.logger, wheel, engine.usage, host);
+    const again = engineOver(engine.config, engine.logger, wheel, engine.usage, host);
     try {
       const republished: string[] = [];
       const publish = again.publish.bind(again);

@@ -97,7 +97,7 @@ function finish(
   const client = conn.client!;
   const session = conn.session!;
   const tenantId = client.tenantId;
-  const tenant = engine.dist.tenant(tenantId);
+  const router = engine.router;
   const maxFilters = engine.setting(tenantId, 'MaxTopicFiltersPerInbox');
   const maxGroupMembers = engine.setting(tenantId, 'MaxSharedGroupMembers');
   const granted: Granted[] = [];
@@ -126,7 +126,8 @@ function finish(
       retainHandling: (s.rh ?? 0) as 0 | 1 | 2,
       subscriptionId,
     };
-    const result = tenant.subscribe(
+    const result = router.addRoute(
+      tenantId,
       { subscriber: session, clientId: client.clientId, filter: s.topic, options: record },
       { maxGroupMembers },
     );
@@ -156,7 +157,7 @@ function finish(
         if (wantsRetained(g)) session.releaseRetained([]);
         if (g.isNew) {
           session.subscriptions.delete(g.record.filter);
-          tenant.unsubscribe(client.clientId, g.record.filter);
+          router.removeRoute(tenantId, client.clientId, g.record.filter);
           engine.limits.releaseSubscription(session, g.record.filter);
         }
       }

@@ -24,18 +24,16 @@ function finish(conn: ConnectionPort, packet: IUnsubscribePacket, allowed: reado
   const engine = conn.engine;
   const client = conn.client!;
   const session = conn.session!;
-  const tenant = engine.dist.peek(client.tenantId);
   const codes = packet.unsubscriptions.map((filter, i) => {
     if (!allowed[i]) {
       engine.emit('unsubActionDisallow', client, { filter });
       return RC.NotAuthorized;
     }
     const existed = session.subscriptions.delete(filter);
-    tenant?.unsubscribe(client.clientId, filter);
+    engine.router.removeRoute(client.tenantId, client.clientId, filter);
     engine.limits.releaseSubscription(session, filter);
     return existed ? 0 : RC.NoSubscriptionExisted;
   });
-  engine.dist.dropIfEmpty(client.tenantId);
   const unsuback: IUnsubackPacket = { cmd: 'unsuback', messageId: packet.messageId!, granted: conn.v5 ? codes : [] };
   const acknowledge = (): void => {
     conn.send(unsuback);

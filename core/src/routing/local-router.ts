@@ -1,35 +1,28 @@
 /**
- * Subscription indexes of all tenants. Tenants never see each other's subscriptions: the same
- * client id or filter in two tenants are unrelated.
+ * The in-process {@link Router}: the subscription indexes of all tenants on this node. Tenants
+ * never see each other's subscriptions: the same client id or filter in two tenants are unrelated.
  */
-import {
-  emptyMatchSet,
-  TenantDist,
-  type DistSubscription,
-  type MatchSet,
-  type SubscribeLimits,
-  type SubscribeResult,
-  type TenantDistOptions,
-} from './tenant-dist';
+import type { MatchSet } from './match-set';
+import type { Route, Router } from './router';
+import { emptyMatchSet, TenantDist, type SubscribeLimits, type SubscribeResult, type TenantDistOptions } from './tenant-dist';
 
 /**
- * One {@link TenantDist} per tenant, created on first use. The convenience methods drop a tenant's
- * index once its last subscription is gone; callers working on `tenant(id)` directly call
- * {@link Dist.dropIfEmpty} after removing subscriptions.
+ * One {@link TenantDist} per tenant, created on first use and dropped once its last route is gone.
+ * The default {@link Router}. `tenant(id)` and `peek(id)` reach one tenant's index directly
+ * (statistics, tests); callers that remove routes there call {@link LocalRouter.dropIfEmpty} after.
  *
  * @example
  * ```ts
- * const dist = new Dist<Session>();
- * dist.subscribe('acme', { subscriber, clientId: 'c1', filter: 'a/#', options });
- * const set = dist.match('acme', 'a/b');
+ * const router: Router<Session> = new LocalRouter<Session>();
+ * router.addRoute('acme', { subscriber, clientId: 'c1', filter: 'a/#', options });
+ * const set = router.match('acme', 'a/b');
  * ```
  */
-export class Dist<S> {
+export class LocalRouter<S> implements Router<S> {
   private readonly tenants = new Map<string, TenantDist<S>>();
 
   constructor(private readonly options: TenantDistOptions = {}) {}
 
-  /** Number of tenants holding an index. */
   get tenantCount(): number {
     return this.tenants.size;
   }
@@ -49,12 +42,10 @@ export class Dist<S> {
     return this.tenants.get(tenantId);
   }
 
-  /** Ids of tenants holding an index. */
   tenantIds(): IterableIterator<string> {
     return this.tenants.keys();
   }
 
-  /** Drops the tenant's index when it holds no subscription; true when dropped. */
   dropIfEmpty(tenantId: string): boolean {
     const dist = this.tenants.get(tenantId);
     if (dist === undefined || !dist.isEmpty) return false;
@@ -62,15 +53,15 @@ export class Dist<S> {
     return true;
   }
 
-  /** {@link TenantDist.subscribe} in a tenant. A refused first subscription leaves no empty index behind. */
-  subscribe(tenantId: string, sub: DistSubscription<S>, limits?: SubscribeLimits): SubscribeResult {
-    const result = this.tenant(tenantId).subscribe(sub, limits);
+  /** {@link TenantDist.subscribe} in a tenant. A refused first route leaves no empty index behind. */
+  addRoute(tenantId: string, route: Route<S>, limits?: SubscribeLimits): SubscribeResult {
+    const result = this.tenant(tenantId).subscribe(route, limits);
     if (result.rejected !== undefined) this.dropIfEmpty(tenantId);
     return result;
   }
 
   /** {@link TenantDist.unsubscribe} in a tenant; drops the tenant's index when it becomes empty. */
-  unsubscribe(tenantId: string, clientId: string, filter: string): boolean {
+  removeRoute(tenantId: string, clientId: string, filter: string): boolean {
     const dist = this.tenants.get(tenantId);
     if (dist === undefined) return false;
     const removed = dist.unsubscribe(clientId, filter);
@@ -79,7 +70,7 @@ export class Dist<S> {
   }
 
   /** {@link TenantDist.unsubscribeAll} in a tenant; drops the tenant's index when it becomes empty. */
-  unsubscribeAll(tenantId: string, clientId: string): number {
+  removeAll(tenantId: string, clientId: string): number {
     const dist = this.tenants.get(tenantId);
     if (dist === undefined) return 0;
     const removed = dist.unsubscribeAll(clientId);
@@ -87,9 +78,13 @@ export class Dist<S> {
     return removed;
   }
 
-  /** {@link TenantDist.match} in a tenant; an empty set (without creating an index) when it has none. */
+  /** {@link TenantDist.match} in a tenant (cached per topic); an empty set, without creating an index, when it has none. */
   match(tenantId: string, topic: string): MatchSet<S> {
     const dist = this.tenants.get(tenantId);
     return dist === undefined ? emptyMatchSet<S>() : dist.match(topic);
+  }
+
+  routesOf(tenantId: string, clientId: string): Route<S>[] {
+    return this.tenants.get(tenantId)?.subscriptionsOf(clientId) ?? [];
   }
 }
