@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { HOST } from './mqtt-helpers';
 import { USERS } from './isolation';
+import { PACKET } from '../../core/src/protocol/packet-types';
 
 /**
  * MQTT packets as bytes, for tests that must send what no client library would: small builders
@@ -193,23 +194,8 @@ export function unsubscribe(v: Version, id: number, filters: (string | Buffer)[]
   return frame(first, u16(id), v === 5 ? (p ?? props()) : [], ...filters.map((f) => str(f)));
 }
 
-export const TYPE = {
-  CONNECT: 1,
-  CONNACK: 2,
-  PUBLISH: 3,
-  PUBACK: 4,
-  PUBREC: 5,
-  PUBREL: 6,
-  PUBCOMP: 7,
-  SUBSCRIBE: 8,
-  SUBACK: 9,
-  UNSUBSCRIBE: 10,
-  UNSUBACK: 11,
-  PINGREQ: 12,
-  PINGRESP: 13,
-  DISCONNECT: 14,
-  AUTH: 15,
-} as const;
+/** The packet types, as the broker names them (core/src/protocol/packet-types.ts). */
+export const TYPE = PACKET;
 
 export const TYPE_NAME: Record<number, string> = Object.fromEntries(Object.entries(TYPE).map(([k, v]) => [v, k]));
 
