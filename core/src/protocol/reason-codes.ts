@@ -50,6 +50,9 @@ export const RC = {
   WildcardSubscriptionsNotSupported: 0xa2,
 } as const;
 
+/** Reason codes from 0x80 up report a failure (MQTT 5.0 §2.4); the v3.1.1 SUBACK return code for a failure is 0x80 too. */
+export const FIRST_FAILURE_CODE = 0x80;
+
 /** MQTT 3.1/3.1.1 CONNACK return codes (MQTT 3.1.1 §3.2.2.3). */
 export const RC3 = {
   Accepted: 0,

@@ -6,6 +6,7 @@ import { type AuthRequest, type ClientInfo, type ProtocolVersion, type QoS, type
 import type { ConnectionPort } from '../connection-port';
 import type { Identity } from '../identity';
 import { connackCodeForAuthReject, RC, RC3 } from '../reason-codes';
+import { PACKET } from '../packet-types';
 import { validateTopicName } from '../../routing/topic';
 import { Message } from '../../session/message';
 import type { Session } from '../../session/session';
@@ -87,7 +88,7 @@ export function handleUnsupportedConnect(conn: ConnectionPort, body: Buffer): bo
   }
   if ((name === 'MQTT' && level !== 4 && level !== 5) || (name === 'MQIsdp' && level !== 3)) {
     conn.engine.emit('unacceptedProtocolVersion', undefined, { remoteAddress: conn.origin.remoteAddress, level });
-    conn.write(Buffer.from([0x20, 0x02, 0x00, RC3.UnacceptableProtocolVersion]));
+    conn.write(Buffer.from([PACKET.CONNACK << 4, 0x02, 0x00, RC3.UnacceptableProtocolVersion]));
     conn.end();
     return true;
   }

@@ -1,6 +1,7 @@
 import type { ConnectionPort } from '../connection-port';
+import { PACKET } from '../packet-types';
 
-const PINGRESP = Buffer.from([0xd0, 0x00]);
+const PINGRESP = Buffer.from([PACKET.PINGRESP << 4, 0x00]);
 
 /** PINGREQ: answer PINGRESP [MQTT-3.12.4-1]. */
 export function handlePingreq(conn: ConnectionPort): void {

@@ -1,5 +1,5 @@
 import type { ConnectionPort } from '../connection-port';
-import { RC } from '../reason-codes';
+import { FIRST_FAILURE_CODE, RC } from '../reason-codes';
 import { PACKET } from '../packet-types';
 
 /**
@@ -8,6 +8,6 @@ import { PACKET } from '../packet-types';
  */
 export function handlePubrec(conn: ConnectionPort, packetId: number, reasonCode: number): void {
   const session = conn.session;
-  if (session !== undefined && session.received(packetId, reasonCode >= 0x80)) return;
-  if (reasonCode < 0x80) conn.sendAck(PACKET.PUBREL, packetId, conn.v5 ? RC.PacketIdentifierNotFound : 0);
+  if (session !== undefined && session.received(packetId, reasonCode >= FIRST_FAILURE_CODE)) return;
+  if (reasonCode < FIRST_FAILURE_CODE) conn.sendAck(PACKET.PUBREL, packetId, conn.v5 ? RC.PacketIdentifierNotFound : 0);
 }

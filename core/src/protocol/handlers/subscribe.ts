@@ -3,10 +3,10 @@ import type { QoS, SubscriptionRecord } from '@bifro/spi';
 import type { ConnectionPort } from '../connection-port';
 import { checkSubscription, hasWildcard, isSharedFilter } from '../../routing/topic';
 import type { Message } from '../../session/message';
-import { RC } from '../reason-codes';
+import { FIRST_FAILURE_CODE, RC } from '../reason-codes';
 
 /** v3.1.1 SUBACK failure (§3.9.3). */
-const V3_FAILURE = 0x80;
+const V3_FAILURE = FIRST_FAILURE_CODE;
 
 interface Granted {
   readonly record: SubscriptionRecord;
@@ -102,7 +102,7 @@ function finish(
   const maxGroupMembers = engine.setting(tenantId, 'MaxSharedGroupMembers');
   const granted: Granted[] = [];
   packet.subscriptions.forEach((s, i) => {
-    if (codes[i]! >= 0x80) return;
+    if (codes[i]! >= FIRST_FAILURE_CODE) return;
     if (!allowed[i]) {
       engine.emit('subActionDisallow', client, { filter: s.topic });
       codes[i] = conn.v5 ? RC.NotAuthorized : V3_FAILURE;
@@ -161,7 +161,7 @@ function finish(
           engine.limits.releaseSubscription(session, g.record.filter);
         }
       }
-      for (let i = 0; i < codes.length; i++) if (codes[i]! < 0x80) codes[i] = conn.v5 ? RC.UnspecifiedError : V3_FAILURE;
+      for (let i = 0; i < codes.length; i++) if (codes[i]! < FIRST_FAILURE_CODE) codes[i] = conn.v5 ? RC.UnspecifiedError : V3_FAILURE;
       conn.send(suback);
     });
   } else {
