@@ -16,6 +16,7 @@ import type { ConnectionOrigin } from '../../../src/transport/connection-origin'
 import type { AckType } from '../../../src/protocol/packet-types';
 import type { PublishAck } from '../../../src/protocol/publish-ack';
 import { flushAcks, queueAck } from '../../../src/protocol/ack-queue';
+import { client } from '../../plugin-host/plugin-host-fixtures';
 
 /** What the handler did to its connection, in order. */
 export type PortCall =
@@ -25,17 +26,6 @@ export type PortCall =
   | { readonly op: 'protocolError'; readonly reasonCode: number; readonly why: string; readonly event: ProtocolErrorEvent }
   | { readonly op: 'disconnect'; readonly reasonCode: number; readonly reasonString?: string }
   | { readonly op: 'end' | 'destroy' | 'detach' };
-
-export const CLIENT: ClientInfo = {
-  tenantId: 't1',
-  userId: 'u1',
-  clientId: 'c1',
-  protocolVersion: 5,
-  remoteAddress: '127.0.0.1',
-  remotePort: 50000,
-  listener: 'tcp',
-  attrs: {},
-};
 
 /**
  * A connection port for driving one handler alone: it records what the handler sends and how it
@@ -49,7 +39,7 @@ export class TestPort implements ConnectionPort {
   state: ConnectionState = 'connected';
   protocolVersion: ProtocolVersion;
   v5: boolean;
-  client: ClientInfo | undefined = CLIENT;
+  client: ClientInfo | undefined = client();
   session: Session | undefined;
   engine: Engine;
   receiveMaximum = 65535;
