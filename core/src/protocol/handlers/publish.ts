@@ -97,7 +97,7 @@ export function handlePublish(conn: ConnectionPort, p: DecodedPublish): void {
   }
 
   if (isReservedTopic(topic)) {
-    // `$SYS/...` and every other `$` topic are the server's [MQTT-4.7.2-1]: refused like an ACL denial, before the ACL is asked.
+    // `$SYS`, `$SYS/...`, `$share/...`, `$oshare/...` are not for clients to publish to: refused like an ACL denial, before the ACL is asked.
     accept(conn, p, topic, false);
     return;
   }
