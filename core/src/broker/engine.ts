@@ -95,14 +95,19 @@ export class Engine implements SessionRegistryHost {
     @inject(PLUGIN_TOKENS.Storage) storage: Storage,
   ) {
     const emit: EmitEvent = (type, client, detail) => this.emit(type, client, detail);
-    this.gate = new ConnectionGate(config.security, logger, emit);
+    this.gate = new ConnectionGate(config.security, logger, emit, wheel.clock);
     this.pushWanted = this.events.wants('qos0Pushed') || this.events.wants('qos1Pushed') || this.events.wants('qos2Pushed');
-    this.retain = new RetainService(storage);
+    this.retain = new RetainService(storage, wheel.clock);
     this.persistence = new SessionPersistence(storage);
     this.limits = new TenantLimits(settings, throttler, usage, emit);
     this.retainQuotas = new RetainQuotas(this.retain, usage, wheel, this.limits, throttler, logger, emit);
     this.sessions = new SessionRegistry(this, this.router, settings, acl, this.limits, usage, wheel, logger);
     this.redirects = new RedirectSweep(config.mqtt.redirectCheckIntervalMs, this.connections, balancer, logger);
+  }
+
+  /** The broker's clock (ms since the epoch): the timer wheel's, `Date.now` unless started with another. */
+  now(): number {
+    return this.wheel.clock();
   }
 
   /** A tenant setting (cached by the settings manager). */
@@ -124,7 +129,7 @@ export class Engine implements SessionRegistryHost {
     this.events.report({
       type,
       group: GROUP_OF.get(type)!,
-      time: Date.now(),
+      time: this.wheel.clock(),
       tenantId: client?.tenantId,
       clientId: client?.clientId,
       userId: client?.userId,

@@ -117,7 +117,7 @@ export class MqttConnection implements ConnectionPort, WheelEntry, FrameSink {
     readonly engine: Engine,
   ) {
     this.lastActivity = engine.wheel.now;
-    this.connectDeadline = Date.now() + engine.config.mqtt.connectTimeoutMs;
+    this.connectDeadline = engine.wheel.clock() + engine.config.mqtt.connectTimeoutMs;
     this.reader = new FrameReader(this, PRE_CONNECT_MAX_PACKET);
     // Shared listener functions find their connection on the socket: no closures per connection.
     (socket as OwnedSocket)[OWNER] = this;
@@ -351,7 +351,7 @@ export class MqttConnection implements ConnectionPort, WheelEntry, FrameSink {
   sendPublish(d: Delivery, packetId: number, dup: boolean): boolean {
     const msg = d.msg;
     let buf: Buffer;
-    const expiry = msg.expiresAt === 0 ? undefined : msg.remainingExpiry(Date.now());
+    const expiry = msg.expiresAt === 0 ? undefined : msg.remainingExpiry(this.engine.wheel.clock());
     const aliasMax = this.topicAliasMaximumOut;
     if (this.v5 && (d.subscriptionIds !== undefined || expiry !== undefined || aliasMax > 0)) {
       const aliases = aliasMax > 0 ? (this.aliasesOut ??= new Map()) : undefined;
@@ -477,7 +477,7 @@ export class MqttConnection implements ConnectionPort, WheelEntry, FrameSink {
         // is seen and the socket closes; what still comes is discarded by onData. A peer that never
         // closes its side is cut off after END_LINGER_MS (onWheelTick). docs/security.md § Socket cleanup.
         this.socket.resume();
-        this.engine.wheel.schedule(this, Date.now() + END_LINGER_MS);
+        this.engine.wheel.schedule(this, this.engine.wheel.clock() + END_LINGER_MS);
       }
     }
     const session = this.session;

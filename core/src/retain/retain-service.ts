@@ -1,3 +1,4 @@
+import type { Clock } from '../clock';
 import type { MessageProperties, Storage, StoredMessage } from '@bifro/spi';
 import type { PublishProperties } from '../protocol/codec/publish-codec';
 import { Message } from '../session/message';
@@ -59,7 +60,11 @@ export class RetainService {
   /** The last retained write issued per tenant: a match waits for it, so it sees every write issued before it. */
   private readonly lastWrite = new Map<string, Promise<unknown>>();
 
-  constructor(private readonly storage: Storage) {}
+  constructor(
+    private readonly storage: Storage,
+    /** The broker's clock: what has expired is decided against it. */
+    private readonly clock: Clock,
+  ) {}
 
   /** Store or clear; resolves with what happened. */
   apply(tenantId: string, msg: Message): Promise<'retained' | 'cleared'> {
@@ -95,7 +100,7 @@ export class RetainService {
     if (limit <= 0) return [];
     const pending = this.lastWrite.get(tenantId);
     if (pending !== undefined) await pending.catch(() => undefined);
-    const now = Date.now();
+    const now = this.clock();
     const found = await this.storage.retained.match(tenantId, filter, limit, now);
     return found.map((s) => fromStored(s));
   }

@@ -1,4 +1,5 @@
 import { sessionListKey, type EventDetailValue, type EventType } from '@bifro/spi';
+import type { Clock } from '../clock';
 import type { SecurityConfig } from '../runtime/config-types';
 import type { Logger } from '../runtime/logger';
 
@@ -14,9 +15,6 @@ import type { Logger } from '../runtime/logger';
  * Both keep bounded tables (swept of idle entries, oldest evicted when full) and take a clock so
  * tests do not sleep.
  */
-
-/** Milliseconds now; `Date.now` by default, a counter in tests. */
-export type Clock = () => number;
 
 /** Refusals of one address less than this apart belong to one episode: logged and reported once. */
 export const RATE_EPISODE_GAP_MS = 10_000;

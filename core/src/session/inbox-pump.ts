@@ -22,6 +22,8 @@ export interface InboxOwner extends PersistedSession {
 /** The broker services the inbox reports to, on behalf of its session `S`. */
 export interface InboxHost<S> extends Pick<QueueHost<S>, 'queueLimit' | 'dropped' | 'hasRoom' | 'adjustUsage'> {
   readonly persistence: SessionPersistence;
+  /** The broker's clock (message expiry is decided against it). */
+  now(): number;
   /** A storage call of this session failed. */
   storageFailed(session: S, what: string, err: unknown): void;
 }
@@ -108,7 +110,7 @@ export class SessionInbox<S extends InboxOwner> {
           break;
         }
         const records: InflightRecord[] = [];
-        const now = Date.now();
+        const now = this.host.now();
         let readBytes = 0;
         let seen = 0;
         let moved = 0;

@@ -48,8 +48,8 @@ function willRecord(session: PersistedSession): WillRecord | undefined {
 }
 
 /** The will of a stored session as a broker message (its expiry counts from publication). */
-export function willFromRecord(w: WillRecord, clientId: string): { message: Message; delaySeconds: number } {
-  const stored = { topic: w.topic, payload: w.payload, qos: w.qos, retain: w.retain, properties: w.properties, publishedAt: Date.now() };
+export function willFromRecord(w: WillRecord, clientId: string, now: number): { message: Message; delaySeconds: number } {
+  const stored = { topic: w.topic, payload: w.payload, qos: w.qos, retain: w.retain, properties: w.properties, publishedAt: now };
   const m = fromStored(stored, clientId);
   return {
     message: new Message(m.topic, m.payload, m.qos, m.retain, m.properties, m.publishedAt, 0, clientId),

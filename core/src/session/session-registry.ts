@@ -315,7 +315,7 @@ export class SessionRegistry {
     const since = r.disconnectedAt ?? now;
     session.disconnectedAt = since;
     if (r.will !== undefined) {
-      session.will = willFromRecord(r.will, r.clientId);
+      session.will = willFromRecord(r.will, r.clientId, now);
       session.willAt = since + Math.min(r.will.delaySeconds, r.expirySeconds) * 1000;
     }
     session.expireAt = r.expirySeconds === NEVER_EXPIRES ? 0 : since + r.expirySeconds * 1000;

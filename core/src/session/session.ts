@@ -329,7 +329,7 @@ export class Session implements WheelEntry {
     }
     const queue = this.queue;
     if (queue === undefined) return;
-    const now = Date.now();
+    const now = this.host.now();
     for (let d = queue.peek(); d !== undefined; d = queue.peek()) {
       if (d.qos > 0 && this.inflight.size >= link.receiveMaximum) break;
       if (!link.writable()) break;
@@ -382,7 +382,7 @@ export class Session implements WheelEntry {
   }
 
   private resend(link: SessionLink): void {
-    const now = Date.now();
+    const now = this.host.now();
     const inflight = this.inflightMap;
     if (inflight !== undefined)
       for (const [packetId, entry] of inflight) {

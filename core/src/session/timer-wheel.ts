@@ -1,3 +1,5 @@
+import type { Clock } from '../clock';
+
 /**
  * One hashed timer wheel for every connection deadline (connect timeout, keep alive): no timer per
  * connection. Activity only updates a timestamp on the entry; when its slot comes round, the entry
@@ -16,7 +18,7 @@ export class TimerWheel {
   private cursor = 0;
   private readonly timer: NodeJS.Timeout | undefined;
   /** The clock deadlines are measured with (Date.now; tests pass their own and drive {@link tick}). */
-  readonly clock: () => number;
+  readonly clock: Clock;
   /** Coarse clock updated every tick: cheap to read on hot paths. */
   now: number;
 
@@ -25,7 +27,7 @@ export class TimerWheel {
     readonly slotMs = 250,
     slotCount = 512,
     /** `clock` replaces Date.now; `manual` leaves the ticking to the caller (tests). */
-    options: { readonly clock?: () => number; readonly manual?: boolean } = {},
+    options: { readonly clock?: Clock; readonly manual?: boolean } = {},
   ) {
     const clock = options.clock ?? Date.now;
     this.clock = clock;

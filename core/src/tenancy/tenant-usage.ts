@@ -1,3 +1,4 @@
+import type { Clock } from '../clock';
 import { RESOURCE_TYPES, type ResourceType, type TenantUsageReader } from '@bifro/spi';
 
 const RESOURCE_INDEX = new Map<ResourceType, number>(RESOURCE_TYPES.map((r, i) => [r, i]));
@@ -88,10 +89,13 @@ export interface TenantMetrics {
 export class TenantUsage implements TenantUsageReader {
   private readonly tenants = new Map<string, TenantState>();
 
+  /** `clock`: the broker's clock, rate windows are read against it. */
+  constructor(private readonly clock: Clock = Date.now) {}
+
   get(tenantId: string, resource: ResourceType): number {
     const state = this.tenants.get(tenantId);
     if (state === undefined) return 0;
-    return state.get(RESOURCE_INDEX.get(resource)!, Date.now());
+    return state.get(RESOURCE_INDEX.get(resource)!, this.clock());
   }
 
   /** The tenant's state, created on first use. */

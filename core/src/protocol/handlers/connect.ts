@@ -482,6 +482,6 @@ function buildWill(
     }
   }
   // The will's expiry counts from when it is published; kept as an interval until then.
-  const message = new Message(w.topic, payload, qos, w.retain === true, properties, Date.now(), 0, client.clientId);
+  const message = new Message(w.topic, payload, qos, w.retain === true, properties, conn.engine.wheel.clock(), 0, client.clientId);
   return { message, delaySeconds: conn.v5 ? (wp?.willDelayInterval ?? 0) : 0 };
 }

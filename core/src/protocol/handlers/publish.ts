@@ -120,7 +120,7 @@ function accept(conn: ConnectionPort, p: DecodedPublish, topic: string, allowed:
     if (p.qos > 0) conn.sendAck(ackTypeFor(p.qos as 1 | 2), p.packetId, conn.v5 ? RC.NotAuthorized : 0, topic);
     return;
   }
-  const now = Date.now();
+  const now = engine.wheel.clock();
   const props = p.properties;
   let properties = props;
   if (props !== undefined && props.topicAlias !== undefined) {
