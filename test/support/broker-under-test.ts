@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { withClients, type ClientRegistry } from './mqtt-helpers';
 import { startTestBroker } from './test-broker';
+import { WHEEL_SLOT_MS } from './test-clock';
 
 /**
  * The broker a protocol test talks to. Bifro by default; with `BIFRO_E2E_TARGET=mosquitto` the
@@ -15,20 +16,30 @@ import { startTestBroker } from './test-broker';
 export interface BrokerUnderTest {
   readonly name: 'bifro' | 'mosquitto';
   readonly port: number;
+  /**
+   * Let `ms` pass for the broker: Bifro's clock is moved forward (no sleep); mosquitto's cannot
+   * be, so the test sleeps for real. Resolves once what became due has fired.
+   */
+  passTime(ms: number): Promise<void>;
   stop(): Promise<void>;
 }
 
 export async function startBrokerUnderTest(bifroYaml = ''): Promise<BrokerUnderTest> {
   if (process.env.BIFRO_E2E_TARGET === 'mosquitto') return startMosquitto();
   const tb = await startTestBroker(bifroYaml);
-  return { name: 'bifro', port: tb.port, stop: () => tb.stop() };
+  return { name: 'bifro', port: tb.port, passTime: (ms) => tb.clock.advance(ms), stop: () => tb.stop() };
 }
 
 /**
  * Start the broker under test for a describe block (beforeAll / afterAll) with a registry of
  * clients closed after each test. `port` is read once the broker runs.
  */
-export function useBrokerUnderTest(bifroYaml = ''): { readonly port: number; readonly clients: ClientRegistry } {
+export function useBrokerUnderTest(bifroYaml = ''): {
+  readonly port: number;
+  readonly clients: ClientRegistry;
+  /** {@link BrokerUnderTest.passTime} of the running broker. */
+  passTime(ms: number): Promise<void>;
+} {
   let broker: BrokerUnderTest | undefined;
   const port = (): number => broker!.port;
   const clients = withClients(port);
@@ -41,6 +52,7 @@ export function useBrokerUnderTest(bifroYaml = ''): { readonly port: number; rea
       return port();
     },
     clients,
+    passTime: (ms) => broker!.passTime(ms),
   };
 }
 
@@ -80,6 +92,7 @@ async function startMosquitto(): Promise<BrokerUnderTest> {
   return {
     name: 'mosquitto',
     port,
+    passTime: (ms) => new Promise((resolve) => setTimeout(resolve, ms + WHEEL_SLOT_MS)),
     async stop() {
       child.kill('SIGTERM');
       await new Promise((r) => child.once('exit', r));

@@ -4,6 +4,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { loadConfig } from '../../core/src/runtime/config';
 import { startBroker, type ListenerAddress, type RunningBroker } from '../../core/src/runtime/broker';
+import { TestClock } from './test-clock';
 
 export const REPO = path.resolve(__dirname, '..', '..');
 export const FIXTURE_PLUGINS = path.join(REPO, 'test', 'fixtures', 'plugins');
@@ -19,6 +20,8 @@ export interface TestBroker {
   readonly settingsFile: string;
   /** Log lines written so far (JSON objects). */
   readonly logs: Record<string, unknown>[];
+  /** The broker's clock: `clock.advance(ms)` makes `ms` pass for the broker without sleeping. */
+  readonly clock: TestClock;
   stop(): Promise<void>;
 }
 
@@ -71,7 +74,8 @@ export async function startTestBroker(yaml = '', opts: TestBrokerOptions = {}): 
       },
     },
   );
-  const broker = await startBroker(config, logger);
+  const clock = new TestClock();
+  const broker = await startBroker(config, logger, { clock: clock.now });
   return {
     broker,
     port: broker.listeners[0]!.port,
@@ -79,6 +83,7 @@ export async function startTestBroker(yaml = '', opts: TestBrokerOptions = {}): 
     dir,
     settingsFile,
     logs,
+    clock,
     async stop() {
       await broker.stop('test done');
       rmSync(dir, { recursive: true, force: true });

@@ -14,6 +14,7 @@ import { Engine } from '../broker/engine';
 import { serveAsWorker, type WorkerRouter } from '../workers/handover';
 import { DATA_DIR_MODE, isLoopbackHost, secureDataDir } from '../security/secure-defaults';
 import { describeError } from '../errors';
+import type { Clock } from '../clock';
 
 export type { ListenerAddress } from '../transport/listener-address';
 
@@ -38,6 +39,12 @@ export interface StartOptions {
    * index, the worker count and the way to hand connections to the worker owning their tenant.
    */
   readonly worker?: WorkerRouter;
+  /**
+   * The broker's clock (`Date.now` by default): every deadline (keep alive, will delay, session
+   * expiry, connect and packet timeouts), message expiry and rate window reads it. Tests pass a
+   * clock they move forward instead of sleeping; the timer wheel still ticks in real time.
+   */
+  readonly clock?: Clock;
 }
 
 /**
@@ -47,8 +54,9 @@ export interface StartOptions {
  */
 export async function startBroker(config: BrokerConfig, logger: Logger, options: StartOptions = {}): Promise<RunningBroker> {
   const container = rootContainer.createChildContainer();
-  const usage = new TenantUsage();
-  const wheel = new TimerWheel();
+  const clock = options.clock ?? Date.now;
+  const usage = new TenantUsage(clock);
+  const wheel = new TimerWheel(undefined, undefined, { clock });
   container.register(RUNTIME_TOKENS.Config, { useValue: config });
   container.register(RUNTIME_TOKENS.Logger, { useValue: logger });
   container.register(RUNTIME_TOKENS.TenantUsage, { useValue: usage });
