@@ -4,8 +4,8 @@
  */
 export { startBroker, type RunningBroker, type ListenerAddress } from './runtime/broker';
 export { loadConfig, type LoadConfigOptions } from './runtime/config';
-export type { BrokerConfig, ListenerConfig, PluginRef, PluginsConfig } from './runtime/config-types';
-export { createLogger, type Logger } from './runtime/logger';
-export { BifroError } from './errors';
-export { errorSpec, ERROR_AREAS } from './error-catalogue';
+export type { BrokerConfig, ListenerConfig, PluginRef, PluginsConfig } from './base/config-types';
+export { createLogger, type Logger } from './base/logger';
+export { BifroError } from './base/errors';
+export { errorSpec, ERROR_AREAS } from './cli/error-catalogue';
 export { verifyPlugin, listPlugins, type VerifyReport, type PluginListEntry, type LoadedPluginInfo } from './plugin-host';

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { HOST } from './mqtt-helpers';
 import { USERS } from './isolation';
-import { PACKET } from '../../core/src/protocol/packet-types';
+import { PACKET } from '../../core/src/codec/packet-types';
 
 /**
  * MQTT packets as bytes, for tests that must send what no client library would: small builders

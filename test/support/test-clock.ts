@@ -1,4 +1,4 @@
-import type { Clock } from '../../core/src/clock';
+import type { Clock } from '../../core/src/base/clock';
 
 /** The broker's timer wheel slot (core/src/session/timer-wheel.ts): a deadline fires at most this late. */
 export const WHEEL_SLOT_MS = 250;

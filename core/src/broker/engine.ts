@@ -1,13 +1,12 @@
 import { inject, injectable } from 'tsyringe';
-import type { BrokerEvent, ClientInfo, EventType, InflightRecord, QoS, SettingName, SettingValue, Storage } from '@bifro/spi';
+import type { BrokerEvent, ClientInfo, EventType, InflightRecord, QoS, SettingName, SettingValue } from '@bifro/spi';
 import { EVENT_TYPES } from '@bifro/spi';
-import type { BrokerConfig } from '../runtime/config-types';
-import type { Logger } from '../runtime/logger';
+import type { BrokerConfig } from '../base/config-types';
+import type { Logger } from '../base/logger';
 import { ConnectionGate } from '../security/connection-gate';
-import { RUNTIME_TOKENS } from '../runtime/tokens';
+import { RUNTIME_TOKENS } from '../base/tokens';
 import { PLUGIN_TOKENS } from '../plugin-host/tokens';
 import type { AclManager, AuthManager, BalancerManager, EventManager, SettingsManager, ThrottlerManager } from '../plugin-host/managers';
-import { LocalRouter } from '../routing/local-router';
 import type { Router } from '../routing/router';
 import { pickMember } from '../routing/shared-group';
 import { RetainQuotas } from '../retain/retain-quotas';
@@ -19,8 +18,8 @@ import { SessionRegistry, type SessionRegistryHost } from '../session/session-re
 import type { TimerWheel } from '../session/timer-wheel';
 import { TenantLimits, type LiveLimits } from '../tenancy/tenant-limits';
 import { COUNTER, resourceIndex, type TenantUsage } from '../tenancy/tenant-usage';
-import { describeError } from '../errors';
-import type { EmitEvent, EventClient, EventDetail } from './broker-events';
+import { describeError } from '../base/errors';
+import type { EmitEvent, EventClient, EventDetail } from '../base/broker-events';
 import { RedirectSweep, type RedirectTarget } from './redirect-sweep';
 
 export type { ConnectLimits, LiveLimits } from '../tenancy/tenant-limits';
@@ -55,10 +54,6 @@ export interface OpenConnection extends RedirectTarget {
 export class Engine implements SessionRegistryHost {
   /** Open connections (the server closes them at shutdown; the redirect sweep asks the balancer about them). */
   readonly connections = new Set<OpenConnection>();
-  /** Routes and matching (the routing seam, `routing/router.ts`): the in-process `LocalRouter` by default. */
-  readonly router: Router<Session> = new LocalRouter<Session>();
-  readonly retain: RetainService;
-  readonly persistence: SessionPersistence;
   /** Every session: takeover, resume, wills, expiry, restore. */
   readonly sessions: SessionRegistry;
   /** Per-tenant limits cached until the tenant's settings change, and its quotas. */
@@ -92,13 +87,14 @@ export class Engine implements SessionRegistryHost {
     @inject(PLUGIN_TOKENS.Events) readonly events: EventManager,
     @inject(PLUGIN_TOKENS.Settings) readonly settings: SettingsManager,
     @inject(PLUGIN_TOKENS.Throttler) readonly throttler: ThrottlerManager,
-    @inject(PLUGIN_TOKENS.Storage) storage: Storage,
+    /** Routes and matching (the routing seam, `routing/router.ts`). */
+    @inject(RUNTIME_TOKENS.Router) readonly router: Router<Session>,
+    @inject(RetainService) readonly retain: RetainService,
+    @inject(SessionPersistence) readonly persistence: SessionPersistence,
   ) {
     const emit: EmitEvent = (type, client, detail) => this.emit(type, client, detail);
     this.gate = new ConnectionGate(config.security, logger, emit, wheel.clock);
     this.pushWanted = this.events.wants('qos0Pushed') || this.events.wants('qos1Pushed') || this.events.wants('qos2Pushed');
-    this.retain = new RetainService(storage, wheel.clock);
-    this.persistence = new SessionPersistence(storage);
     this.limits = new TenantLimits(settings, throttler, usage, emit);
     this.retainQuotas = new RetainQuotas(this.retain, usage, wheel, this.limits, throttler, logger, emit);
     this.sessions = new SessionRegistry(this, this.router, settings, acl, this.limits, usage, wheel, logger);

@@ -1,7 +1,7 @@
 import type { ClientInfo } from '@bifro/spi';
 import type { BalancerManager } from '../plugin-host/managers';
-import type { Logger } from '../runtime/logger';
-import { describeError } from '../errors';
+import type { Logger } from '../base/logger';
+import { describeError } from '../base/errors';
 
 /** Connected clients asked about in one go by the periodic redirect check before it yields to I/O. */
 const REDIRECT_CHECK_SLICE = 1000;

@@ -1,5 +1,5 @@
 import { loadConfig } from '../runtime/config';
-import type { BrokerConfig } from '../runtime/config-types';
+import type { BrokerConfig } from '../base/config-types';
 import type { CliIo } from './cli-io';
 import type { CommandArgs } from './usage';
 

@@ -1,4 +1,4 @@
-import { BifroError, defineErrors } from '../errors';
+import { BifroError, defineErrors } from '../base/errors';
 
 /** Errors of the `bifro` command line itself. */
 export const CLI_ERRORS = defineErrors({

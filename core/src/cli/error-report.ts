@@ -1,5 +1,5 @@
-import { BifroError, describeError } from '../errors';
-import { errorSpec as specOf } from '../error-catalogue';
+import { BifroError, describeError } from '../base/errors';
+import { errorSpec as specOf } from './error-catalogue';
 import { ConfigError } from '../runtime/config-errors';
 import { UsageError } from './cli-errors';
 import { EXIT, type CliIo } from './cli-io';

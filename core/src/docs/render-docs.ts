@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { SETTINGS, type ErrorSpec } from '@bifro/spi';
-import { ERROR_AREAS } from '../error-catalogue';
+import { ERROR_AREAS } from '../cli/error-catalogue';
 import type { PluginPackage } from '../plugin-host/plugin-discovery';
 import { readManifest } from '../plugin-host/plugin-manifest';
 import { definitionOf, entryOf } from '../plugin-host/plugin-module';
@@ -74,7 +74,7 @@ export function renderErrorsMarkdown(): string {
   const lines = [
     '# Errors catalogue',
     '',
-    '<!-- Generated from core/src/error-catalogue.ts and the `errors` of the first-party plugins (plugins/*) by `npm run docs`; a test fails when this file is stale. -->',
+    '<!-- Generated from core/src/cli/error-catalogue.ts and the `errors` of the first-party plugins (plugins/*) by `npm run docs`; a test fails when this file is stale. -->',
     '',
     'Every error the broker reports to an operator carries one of these codes. The CLI prints it as',
     '`error CODE: message` followed by the remedy; the message names the file, key, plugin or',

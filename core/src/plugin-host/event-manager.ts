@@ -1,5 +1,5 @@
 import { EVENT_TYPES, type BrokerEvent, type EventType } from '@bifro/spi';
-import type { Logger } from '../runtime/logger';
+import type { Logger } from '../base/logger';
 import type { EventManager } from './managers';
 import type { GuardedPlugin } from './plugin-call-guard';
 

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import type { TenantUsageReader } from '@bifro/spi';
-import type { BrokerConfig } from '../runtime/config-types';
-import type { Logger } from '../runtime/logger';
+import type { BrokerConfig } from '../base/config-types';
+import type { Logger } from '../base/logger';
 import { DEFAULT_STORAGE_PACKAGE } from './defaults/default-storage';
 import type { PluginHost } from './managers';
 import { loadPluginHost } from './plugin-host';

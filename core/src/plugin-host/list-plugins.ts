@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { SPI_VERSION, type PluginKind, type PluginManifest } from '@bifro/spi';
-import { BifroError, describeError } from '../errors';
-import type { BrokerConfig } from '../runtime/config-types';
+import { BifroError, describeError } from '../base/errors';
+import type { BrokerConfig } from '../base/config-types';
 import { CORE_VERSION } from './core-version';
 import { BUILTIN_PLUGINS } from './defaults/builtin-plugins';
 import { DEFAULT_STORAGE_PACKAGE } from './defaults/default-storage';

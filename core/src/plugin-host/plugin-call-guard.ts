@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { PluginKind, PluginKindMap } from '@bifro/spi';
-import { describeError } from '../errors';
+import { describeError } from '../base/errors';
 import { raceTimeout, TIMED_OUT } from './call-timeout';
 import type { PluginCallStats } from './managers';
 import type { CallSubject, PluginCallFailureReason, PluginFailureReporter } from './plugin-failure-reporter';

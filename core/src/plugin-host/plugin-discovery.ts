@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { BifroError, describeError } from '../errors';
+import { BifroError, describeError } from '../base/errors';
 import { pluginError } from './plugin-errors';
 
 /** Where a plugin package was found. */

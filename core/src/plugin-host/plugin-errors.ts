@@ -1,5 +1,5 @@
 import type { PluginKind } from '@bifro/spi';
-import { BifroError, defineErrors } from '../errors';
+import { BifroError, defineErrors } from '../base/errors';
 
 /** The error catalogue of the plugin host. Every load failure carries one of these codes. */
 export const PLUGIN_ERRORS = defineErrors({

@@ -1,5 +1,5 @@
 import type { EventManager } from './managers';
-import type { Logger } from '../runtime/logger';
+import type { Logger } from '../base/logger';
 
 /** Why a plugin call counted as failed. */
 export type PluginCallFailureReason = 'error' | 'timeout' | 'invalidResult';

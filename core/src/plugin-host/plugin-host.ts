@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { SPI_VERSION, type PluginKind, type PluginKindMap, type Storage, type TenantUsageReader } from '@bifro/spi';
-import { BifroError } from '../errors';
-import type { BrokerConfig, PluginRef } from '../runtime/config-types';
-import { toPluginLogger, type Logger } from '../runtime/logger';
+import { BifroError } from '../base/errors';
+import type { BrokerConfig, PluginRef } from '../base/config-types';
+import { toPluginLogger, type Logger } from '../base/logger';
 import { GuardedAclManager } from './acl-manager';
 import { GuardedAuthManager } from './auth-manager';
 import { GuardedBalancerManager } from './balancer-manager';

@@ -1,5 +1,5 @@
 import type { PluginContext, PluginDefinition, PluginKind, PluginKindMap, PluginFactory } from '@bifro/spi';
-import { describeError } from '../errors';
+import { describeError } from '../base/errors';
 import { raceTimeout, TIMED_OUT } from './call-timeout';
 import { instanceProblems } from './instance-shape';
 import { pluginError } from './plugin-errors';

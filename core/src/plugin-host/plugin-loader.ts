@@ -1,5 +1,5 @@
 import type { PluginContext, PluginDefinition, PluginKind, PluginKindMap, PluginManifest } from '@bifro/spi';
-import { registerPluginErrors } from '../errors';
+import { registerPluginErrors } from '../base/errors';
 import { findPlugin, type PluginDiscovery, type PluginPackage } from './plugin-discovery';
 import { checkKindDeclared, checkSpiVersion, readManifest } from './plugin-manifest';
 import { definitionOf, importPlugin } from './plugin-module';

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ERROR_CODE_PATTERN, type PluginDefinition, type PluginKind, type PluginManifest } from '@bifro/spi';
-import { describeError } from '../errors';
+import { describeError } from '../base/errors';
 import { pluginError } from './plugin-errors';
 import type { PluginPackage } from './plugin-discovery';
 

@@ -1,6 +1,6 @@
 import { describeValue, SETTINGS, settingValueProblem, type SettingChange, type SettingName, type SettingValue } from '@bifro/spi';
-import { describeError } from '../errors';
-import type { Logger } from '../runtime/logger';
+import { describeError } from '../base/errors';
+import type { Logger } from '../base/logger';
 import type { SettingsManager } from './managers';
 import type { GuardedPlugin } from './plugin-call-guard';
 

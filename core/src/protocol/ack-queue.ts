@@ -6,11 +6,11 @@
 import type { ClientInfo } from '@bifro/spi';
 import type { Engine } from '../broker/engine';
 import type { Session } from '../session/session';
-import { PACKET, type AckType } from './packet-types';
+import { PACKET, type AckType } from '../codec/packet-types';
 import type { ConnectionState } from './connection-port';
 import type { PublishAck } from './publish-ack';
-import { RC } from './reason-codes';
-import { describeError } from '../errors';
+import { RC } from '../codec/reason-codes';
+import { describeError } from '../base/errors';
 
 /** The connection as its acknowledgement queue sees it (MqttConnection). */
 export interface AckQueueOwner {

@@ -6,8 +6,8 @@ import type { ConnectionOrigin } from '../transport/connection-origin';
 import type { Identity } from './identity';
 import type { TenantState } from '../tenancy/tenant-usage';
 import type { Session, SessionLink } from '../session/session';
-import type { DecodedConnect, DecodeFailureEvent } from './codec/packet-decoder';
-import type { AckType } from './packet-types';
+import type { DecodedConnect, DecodeFailureEvent } from '../codec/packet-decoder';
+import type { AckType } from '../codec/packet-types';
 import type { AckSink, PublishAck } from './publish-ack';
 
 // ---- worker mode (docs/multicore.md): implemented in workers/handover.ts ----

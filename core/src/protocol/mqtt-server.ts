@@ -1,13 +1,13 @@
 import type { Duplex } from 'node:stream';
 import { inject, injectable } from 'tsyringe';
-import type { BrokerConfig } from '../runtime/config-types';
-import type { Logger } from '../runtime/logger';
-import { RUNTIME_TOKENS } from '../runtime/tokens';
+import type { BrokerConfig } from '../base/config-types';
+import type { Logger } from '../base/logger';
+import { RUNTIME_TOKENS } from '../base/tokens';
 import { bindListener, type AcceptHandler, type BoundListener } from '../transport/listeners';
 import { MqttConnection } from './connection';
 import type { ConnectionOrigin } from '../transport/connection-origin';
 import { Engine } from '../broker/engine';
-import { RC } from './reason-codes';
+import { RC } from '../codec/reason-codes';
 
 /** Binds the configured listeners and turns each accepted stream into an MqttConnection. */
 @injectable()

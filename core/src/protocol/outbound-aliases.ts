@@ -1,5 +1,5 @@
 import type { Delivery } from '../session/session';
-import { encodePublish } from './codec/publish-codec';
+import { encodePublish } from '../codec/publish-codec';
 
 /**
  * The topic aliases the broker has told a v5 client (§3.3.2.3.4): topic → alias, in the order the

@@ -3,10 +3,10 @@
  * enhanced authentication exchange, and what a client sends right after CONNECT is kept until the
  * CONNACK (MqttConnection.replayEarlyFrames). From CONNACK on, ./handlers/index.ts dispatches.
  */
-import { decodeConnect, isDecodeFailure, type DecodeFailure } from './codec/packet-decoder';
+import { decodeConnect, isDecodeFailure, type DecodeFailure } from '../codec/packet-decoder';
 import type { ConnectionPort, ConnectionState } from './connection-port';
-import { PACKET } from './packet-types';
-import { RC } from './reason-codes';
+import { PACKET } from '../codec/packet-types';
+import { RC } from '../codec/reason-codes';
 import { handleConnect, handleUnsupportedConnect } from './handlers/connect';
 import { dispatchAuth } from './handlers';
 

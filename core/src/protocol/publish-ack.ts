@@ -1,5 +1,5 @@
 import type { WriteWaiter } from '../session/session';
-import type { PACKET } from './packet-types';
+import type { PACKET } from '../codec/packet-types';
 
 /** Where settled acknowledgements go: the connection sends them in PUBLISH order. */
 export interface AckSink {

@@ -1,8 +1,8 @@
 import type { ClientInfo } from '@bifro/spi';
-import type { EmitEvent } from '../broker/broker-events';
-import { describeError } from '../errors';
+import type { EmitEvent } from '../base/broker-events';
+import { describeError } from '../base/errors';
 import type { ThrottlerManager } from '../plugin-host/managers';
-import type { Logger } from '../runtime/logger';
+import type { Logger } from '../base/logger';
 import type { Message } from '../session/message';
 import type { TimerWheel } from '../session/timer-wheel';
 import type { TenantLimits } from '../tenancy/tenant-limits';

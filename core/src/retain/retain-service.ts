@@ -1,69 +1,25 @@
-import type { Clock } from '../clock';
-import type { MessageProperties, Storage, StoredMessage } from '@bifro/spi';
-import type { PublishProperties } from '../protocol/codec/publish-codec';
-import { Message } from '../session/message';
-
-/** Turns broker messages into stored ones and back, for the retained store (and later the inbox). */
-export function toStored(msg: Message): StoredMessage {
-  const p = msg.properties;
-  let properties: MessageProperties | undefined;
-  if (p !== undefined) {
-    properties = {
-      payloadFormatIndicator: p.payloadFormatIndicator,
-      messageExpiryInterval: p.messageExpiryInterval,
-      contentType: p.contentType,
-      responseTopic: p.responseTopic,
-      correlationData: p.correlationData,
-      userProperties: p.userProperties,
-    };
-  }
-  return {
-    topic: msg.topic,
-    payload: msg.payload,
-    qos: msg.qos,
-    retain: msg.retain,
-    properties,
-    publishedAt: msg.publishedAt,
-    expiresAt: msg.expiresAt === 0 ? undefined : msg.expiresAt,
-  };
-}
-
-export function fromStored(stored: StoredMessage, publisherClientId = ''): Message {
-  const sp = stored.properties;
-  let properties: PublishProperties | undefined;
-  if (sp !== undefined) {
-    properties = {};
-    if (sp.payloadFormatIndicator !== undefined) properties.payloadFormatIndicator = sp.payloadFormatIndicator;
-    if (sp.contentType !== undefined) properties.contentType = sp.contentType;
-    if (sp.responseTopic !== undefined) properties.responseTopic = sp.responseTopic;
-    if (sp.correlationData !== undefined) properties.correlationData = Buffer.from(sp.correlationData);
-    if (sp.userProperties !== undefined) properties.userProperties = sp.userProperties.map(([k, v]) => [k, v]);
-  }
-  return new Message(
-    stored.topic,
-    Buffer.isBuffer(stored.payload) ? stored.payload : Buffer.from(stored.payload),
-    stored.qos,
-    stored.retain,
-    properties,
-    stored.publishedAt,
-    stored.expiresAt ?? 0,
-    publisherClientId,
-  );
-}
+import type { Storage } from '@bifro/spi';
+import { inject, injectable } from 'tsyringe';
+import type { Clock } from '../base/clock';
+import { RUNTIME_TOKENS } from '../base/tokens';
+import { PLUGIN_TOKENS } from '../plugin-host/tokens';
+import type { Message } from '../session/message';
+import { fromStored, toStored } from '../session/stored-message';
 
 /**
  * Retained messages over the storage SPI: one per (tenant, topic). A PUBLISH with RETAIN and an
  * empty payload clears the topic [MQTT-3.3.1-10], [MQTT-3.3.1-11]; any other replaces it
  * [MQTT-3.3.1-5].
  */
+@injectable()
 export class RetainService {
   /** The last retained write issued per tenant: a match waits for it, so it sees every write issued before it. */
   private readonly lastWrite = new Map<string, Promise<unknown>>();
 
   constructor(
-    private readonly storage: Storage,
+    @inject(PLUGIN_TOKENS.Storage) private readonly storage: Storage,
     /** The broker's clock: what has expired is decided against it. */
-    private readonly clock: Clock,
+    @inject(RUNTIME_TOKENS.Clock) private readonly clock: Clock,
   ) {}
 
   /** Store or clear; resolves with what happened. */

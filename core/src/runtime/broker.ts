@@ -1,9 +1,9 @@
 import 'reflect-metadata';
 import { promises as fs } from 'node:fs';
 import { container as rootContainer } from 'tsyringe';
-import type { BrokerConfig } from './config-types';
-import type { Logger } from './logger';
-import { RUNTIME_TOKENS } from './tokens';
+import type { BrokerConfig } from '../base/config-types';
+import type { Logger } from '../base/logger';
+import { RUNTIME_TOKENS } from '../base/tokens';
 import { loadPlugins, registerPluginHost } from '../plugin-host';
 import type { LoadedPluginInfo } from '../plugin-host/managers';
 import { TenantUsage, type TenantMetrics } from '../tenancy/tenant-usage';
@@ -11,10 +11,14 @@ import { TimerWheel } from '../session/timer-wheel';
 import { MqttServer } from '../protocol/mqtt-server';
 import type { ListenerAddress } from '../transport/listener-address';
 import { Engine } from '../broker/engine';
+import { LocalRouter } from '../routing/local-router';
+import { RetainService } from '../retain/retain-service';
+import type { Session } from '../session/session';
+import { SessionPersistence } from '../session/session-persistence';
 import { serveAsWorker, type WorkerRouter } from '../workers/handover';
 import { DATA_DIR_MODE, isLoopbackHost, secureDataDir } from '../security/secure-defaults';
-import { describeError } from '../errors';
-import type { Clock } from '../clock';
+import { describeError } from '../base/errors';
+import type { Clock } from '../base/clock';
 
 export type { ListenerAddress } from '../transport/listener-address';
 
@@ -61,6 +65,9 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
   container.register(RUNTIME_TOKENS.Logger, { useValue: logger });
   container.register(RUNTIME_TOKENS.TenantUsage, { useValue: usage });
   container.register(RUNTIME_TOKENS.TimerWheel, { useValue: wheel });
+  container.register(RUNTIME_TOKENS.Clock, { useValue: clock });
+  // The routing seam: in-process routing (the cluster mode registers its own router here).
+  container.register(RUNTIME_TOKENS.Router, { useValue: new LocalRouter<Session>() });
 
   // Created private, before a plugin creates it with the process's umask (made private below otherwise).
   await fs.mkdir(config.dataDir, { recursive: true, mode: DATA_DIR_MODE }).catch(() => undefined);
@@ -84,6 +91,8 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
   }
 
   // The object graph, built once: the engine (with the services it composes) and the server over it.
+  container.registerSingleton(RetainService);
+  container.registerSingleton(SessionPersistence);
   container.registerSingleton(Engine);
   container.registerSingleton(MqttServer);
   const engine = container.resolve(Engine);

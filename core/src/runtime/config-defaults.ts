@@ -1,7 +1,7 @@
 /** Built-in defaults of the broker configuration: what a setting is when the file, the environment and the command line say nothing. */
 import os from 'node:os';
 import path from 'node:path';
-import type { ListenerConfig, SecurityConfig } from './config-types';
+import type { ListenerConfig, SecurityConfig } from '../base/config-types';
 import { NODE_ID_PATTERN } from './config-schema';
 
 /** Where the broker looks for its configuration when none is named. */

@@ -1,4 +1,4 @@
-import { BifroError, defineErrors } from '../errors';
+import { BifroError, defineErrors } from '../base/errors';
 
 /** Errors of loading the broker configuration (file, environment, command-line overrides). */
 export const CONFIG_ERRORS = defineErrors({

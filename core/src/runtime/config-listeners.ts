@@ -4,7 +4,7 @@
  * exposure check (no auth plugin: loopback only) and readable TLS files.
  */
 import { constants as fsConstants, promises as fs } from 'node:fs';
-import type { BrokerConfig, ListenerConfig } from './config-types';
+import type { BrokerConfig, ListenerConfig } from '../base/config-types';
 import type { ConfigIssue } from './config-errors';
 import type { RawConfig, RawListener } from './config-schema';
 import type { Locator } from './config-file';

@@ -32,7 +32,7 @@
  * one {@link ConfigError}; each message names the file and line, the key path and what was expected.
  */
 import path from 'node:path';
-import type { BrokerConfig, PluginRef, PluginsConfig, SecurityConfig } from './config-types';
+import type { BrokerConfig, PluginRef, PluginsConfig, SecurityConfig } from '../base/config-types';
 import { ConfigError, type ConfigIssue } from './config-errors';
 import { MAX_WORKERS, type RawConfig, type RawListener, type RawPluginRef } from './config-schema';
 import { readEnvOverrides } from './env-overrides';

@@ -1,6 +1,6 @@
 import { LOG_LEVELS, NODE_ID_EXPECTED, NODE_ID_PATTERN } from './config-schema';
 import type { ConfigIssue } from './config-errors';
-import type { LogConfig } from './config-types';
+import type { LogConfig } from '../base/config-types';
 
 /**
  * The BIFRO_* environment variables that override the configuration file (see config.ts for the

@@ -1,6 +1,6 @@
 import { promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { BifroError, defineErrors } from '../errors';
+import { BifroError, defineErrors } from '../base/errors';
 
 /**
  * The pid file of a running broker: one line holding the process id, so `kill $(cat bifro.pid)`

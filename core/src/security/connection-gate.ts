@@ -1,7 +1,7 @@
 import { sessionListKey, type EventDetailValue, type EventType } from '@bifro/spi';
-import type { Clock } from '../clock';
-import type { SecurityConfig } from '../runtime/config-types';
-import type { Logger } from '../runtime/logger';
+import type { Clock } from '../base/clock';
+import type { SecurityConfig } from '../base/config-types';
+import type { Logger } from '../base/logger';
 
 /**
  * Connection floods and flapping (docs/security.md § Connection floods and flapping):

@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { Logger } from '../runtime/logger';
-import { describeError } from '../errors';
+import type { Logger } from '../base/logger';
+import { describeError } from '../base/errors';
 
 /**
  * Secure defaults (docs/security.md § Secure defaults): loopback-only listeners while the dev-only

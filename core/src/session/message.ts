@@ -1,5 +1,5 @@
 import type { QoS } from '@bifro/spi';
-import { encodePublish, type EncodableMessage, type PublishProperties } from '../protocol/codec/publish-codec';
+import { encodePublish, type EncodableMessage, type PublishProperties } from '../codec/publish-codec';
 
 /** An encoded PUBLISH shared by every subscriber of one variant; QoS 1/2 copies get their packet id patched in. */
 export interface EncodedPublish {

@@ -9,7 +9,9 @@ import type {
   SubscriptionRecord,
   WillRecord,
 } from '@bifro/spi';
-import { fromStored, toStored } from '../retain/retain-service';
+import { inject, injectable } from 'tsyringe';
+import { PLUGIN_TOKENS } from '../plugin-host/tokens';
+import { fromStored, toStored } from './stored-message';
 import type { Delivery, SessionWill } from './session-types';
 import { Message } from './message';
 
@@ -63,8 +65,9 @@ export function willFromRecord(w: WillRecord, clientId: string, now: number): { 
  * QoS 2 packet ids. Only sessions with a non-zero expiry are written; transient sessions live in
  * memory only.
  */
+@injectable()
 export class SessionPersistence {
-  constructor(readonly storage: Storage) {}
+  constructor(@inject(PLUGIN_TOKENS.Storage) readonly storage: Storage) {}
 
   saveRecord(session: PersistedSession, disconnectedAt?: number): Promise<void> {
     const record: SessionRecord = {

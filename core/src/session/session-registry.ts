@@ -1,11 +1,11 @@
 import type { ClientInfo, SessionRecord } from '@bifro/spi';
 import { sessionListKey } from '@bifro/spi';
-import type { EmitEvent } from '../broker/broker-events';
-import { describeError } from '../errors';
+import type { EmitEvent } from '../base/broker-events';
+import { describeError } from '../base/errors';
 import type { AclManager, SettingsManager } from '../plugin-host/managers';
-import { RC } from '../protocol/reason-codes';
+import { RC } from '../codec/reason-codes';
 import type { Router } from '../routing/router';
-import type { Logger } from '../runtime/logger';
+import type { Logger } from '../base/logger';
 import { isReservedTopic } from '../security/secure-defaults';
 import type { TenantLimits } from '../tenancy/tenant-limits';
 import { subscriptionResource } from '../tenancy/tenant-limits';

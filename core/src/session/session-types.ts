@@ -53,15 +53,7 @@ export interface SessionWill {
   readonly delaySeconds: number;
 }
 
-/** A tenant's queue policy. */
-export interface QueueLimit {
-  /** SessionInboxSize: most deliveries queued for one session. */
-  readonly maxSize: number;
-  /** QoS0DropOldest: drop the oldest queued delivery (true) or the new one (false). */
-  readonly dropOldest: boolean;
-  /** MaxTenantQueuedBytes: most message bytes queued in memory for the tenant's sessions together (0: no bound). */
-  readonly maxTenantBytes: number;
-}
+export type { QueueLimit } from '../tenancy/tenant-limits';
 
 /**
  * Why a delivery was dropped. `queue-bytes`: the connection's queue plus socket buffer would pass

@@ -1,4 +1,4 @@
-import type { Clock } from '../clock';
+import type { Clock } from '../base/clock';
 
 /**
  * One hashed timer wheel for every connection deadline (connect timeout, keep alive): no timer per

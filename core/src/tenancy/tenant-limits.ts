@@ -1,9 +1,27 @@
 import type { ClientInfo, ResourceType } from '@bifro/spi';
-import type { EmitEvent } from '../broker/broker-events';
+import type { EmitEvent } from '../base/broker-events';
 import type { SettingsManager, ThrottlerManager } from '../plugin-host/managers';
 import { isSharedFilter, type TopicLimits } from '../routing/topic';
-import type { QueueLimit, Session } from '../session/session';
 import type { TenantUsage } from './tenant-usage';
+
+/** A tenant's queue policy. */
+export interface QueueLimit {
+  /** SessionInboxSize: most deliveries queued for one session. */
+  readonly maxSize: number;
+  /** QoS0DropOldest: drop the oldest queued delivery (true) or the new one (false). */
+  readonly dropOldest: boolean;
+  /** MaxTenantQueuedBytes: most message bytes queued in memory for the tenant's sessions together (0: no bound). */
+  readonly maxTenantBytes: number;
+}
+
+/** What subscription accounting reads of a session (the `Session` class, without importing it). */
+export interface CountedSubscriber {
+  readonly client: ClientInfo;
+  readonly tenantId: string;
+  readonly expirySeconds: number;
+  /** How each subscription was counted in the tenant's usage. */
+  readonly countedSubscriptions: Map<string, ResourceType>;
+}
 
 /** Settings fixed for a connection at CONNECT (see {@link TenantLimits.connectLimits}). */
 export interface ConnectLimits {
@@ -140,7 +158,7 @@ export class TenantLimits {
    * Count a new subscription in the tenant's usage (shared, persistent or transient) if the
    * throttler still has room for it; false when the quota is exhausted (SUBACK 0x97 / v3 0x80).
    */
-  claimSubscription(session: Session, filter: string): boolean {
+  claimSubscription(session: CountedSubscriber, filter: string): boolean {
     const resource = subscriptionResource(filter, session.expirySeconds > 0);
     if (!this.hasResource(session.client, resource)) return false;
     this.usage.add(session.tenantId, resource, 1);
@@ -149,7 +167,7 @@ export class TenantLimits {
   }
 
   /** A subscription is gone: take it out of the tenant's usage. */
-  releaseSubscription(session: Session, filter: string): void {
+  releaseSubscription(session: CountedSubscriber, filter: string): void {
     const resource = session.countedSubscriptions.get(filter);
     if (resource === undefined) return;
     session.countedSubscriptions.delete(filter);

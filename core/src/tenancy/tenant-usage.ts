@@ -1,4 +1,4 @@
-import type { Clock } from '../clock';
+import type { Clock } from '../base/clock';
 import { RESOURCE_TYPES, type ResourceType, type TenantUsageReader } from '@bifro/spi';
 
 const RESOURCE_INDEX = new Map<ResourceType, number>(RESOURCE_TYPES.map((r, i) => [r, i]));

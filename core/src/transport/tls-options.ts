@@ -2,8 +2,8 @@ import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import tls from 'node:tls';
 import type { ClientCertificate } from '@bifro/spi';
-import { BifroError, describeError } from '../errors';
-import type { ListenerConfig } from '../runtime/config-types';
+import { BifroError, describeError } from '../base/errors';
+import type { ListenerConfig } from '../base/config-types';
 
 /** What a TLS server of a tls / wss listener is built from. */
 export interface ListenerTlsOptions {

@@ -1,4 +1,4 @@
-import { defineErrors } from '../errors';
+import { defineErrors } from '../base/errors';
 
 /** Listener errors. */
 export const TRANSPORT_ERRORS = defineErrors({

@@ -8,7 +8,7 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
-import type { Logger } from '../runtime/logger';
+import type { Logger } from '../base/logger';
 import { MqttConnection } from '../protocol/connection';
 import type { AdoptedAuth, ConnectionHandover, ConnectionPort } from '../protocol/connection-port';
 import type { ConnectionOrigin } from '../transport/connection-origin';
@@ -16,7 +16,7 @@ import type { Engine } from '../broker/engine';
 import { refuse } from '../protocol/handlers/connect';
 import type { Identity } from '../protocol/identity';
 import type { MqttServer } from '../protocol/mqtt-server';
-import { RC, RC3 } from '../protocol/reason-codes';
+import { RC, RC3 } from '../codec/reason-codes';
 import type { HandoverMessage } from './ipc';
 import { replayBytes } from './replay-bytes';
 import { detachHandle, type TcpHandle } from './socket-handle';

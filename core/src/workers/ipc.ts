@@ -3,7 +3,7 @@
  * travel as raw TCP handles attached to a `handover` message (see socket-handle.ts).
  */
 import type { ListenerAddress } from '../transport/listener-address';
-import type { BrokerConfig } from '../runtime/config-types';
+import type { BrokerConfig } from '../base/config-types';
 import type { Identity } from '../protocol/identity';
 
 /** Where a handed-over connection came from (ConnectionOrigin without the TLS certificate: only plain TCP is handed over). */

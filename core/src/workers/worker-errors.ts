@@ -1,4 +1,4 @@
-import { defineErrors } from '../errors';
+import { defineErrors } from '../base/errors';
 
 /** Errors of running several worker processes (`workers` > 1, docs/multicore.md). */
 export const WORKER_ERRORS = defineErrors({

@@ -92,6 +92,22 @@ function circles(graph: Map<string, string[]>): string[][] {
   return out;
 }
 
+/**
+ * The same imports drawn between rooms: each top-level folder of src/ is one node, a file at the
+ * top of src/ (the package entry) its own node.
+ */
+function folderGraph(): Map<string, string[]> {
+  const room = (file: string): string => path.relative(SRC, file).split(path.sep)[0]!;
+  const graph = new Map<string, string[]>();
+  for (const [file, deps] of importGraph(true)) {
+    const from = room(file);
+    const out = graph.get(from) ?? [];
+    for (const d of deps) if (room(d) !== from && !out.includes(room(d))) out.push(room(d));
+    graph.set(from, out);
+  }
+  return graph;
+}
+
 describe('core/src import graph', () => {
   it('has no circle of value imports', () => {
     expect(circles(importGraph(false))).toEqual([]);
@@ -99,6 +115,16 @@ describe('core/src import graph', () => {
 
   it('has no circle even counting type-only imports', () => {
     expect(circles(importGraph(true))).toEqual([]);
+  });
+
+  it('has no circle between folders (runtime/ at the top, base/ and codec/ at the bottom)', () => {
+    const graph = folderGraph();
+    expect(circles(new Map([...graph].map(([k, v]) => [path.join(SRC, k), v.map((d) => path.join(SRC, d))])))).toEqual([]);
+    // Leaves import no other room of core; the composition root is imported by no room but the CLI and the package entry.
+    expect(graph.get('base')).toEqual([]);
+    expect((graph.get('codec') ?? []).filter((d) => d !== 'base' && d !== 'routing')).toEqual([]);
+    const intoRuntime = [...graph].filter(([, v]) => v.includes('runtime')).map(([k]) => k);
+    expect(intoRuntime.sort()).toEqual(['cli', 'index.ts']);
   });
 
   it('imports no plugin package', () => {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { allErrorAreas, firstPartyPluginErrors, renderAllDocs } from '../../src/docs/render-docs';
 import { execFileSync } from 'node:child_process';
-import { ERROR_AREAS } from '../../src/error-catalogue';
+import { ERROR_AREAS } from '../../src/cli/error-catalogue';
 import { ENV_VARS } from '../../src/runtime/env-overrides';
 import { DAEMON_CHILD_ENV } from '../../src/cli/commands/start';
 

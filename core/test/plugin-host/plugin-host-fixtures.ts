@@ -1,9 +1,9 @@
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import type { AuthRequest, ClientInfo, ResourceType, TenantUsageReader } from '@bifro/spi';
-import type { BrokerConfig, PluginRef, PluginsConfig } from '../../src/runtime/config-types';
+import type { BrokerConfig, PluginRef, PluginsConfig } from '../../src/base/config-types';
 import { DEFAULT_SECURITY } from '../../src/runtime/config';
-import { createLogger, type Logger } from '../../src/runtime/logger';
+import { createLogger, type Logger } from '../../src/base/logger';
 
 /** The fixture plugins, one folder per failure mode (test/fixtures/plugins). */
 export const FIXTURES_DIR = path.resolve(__dirname, '../../../test/fixtures/plugins');

@@ -1,9 +1,9 @@
 import type { ClientInfo } from '@bifro/spi';
 import { flushAcks, queueAck, type AckQueueOwner } from '../../src/protocol/ack-queue';
 import type { ConnectionState } from '../../src/protocol/connection-port';
-import { PACKET, type AckType } from '../../src/protocol/packet-types';
+import { PACKET, type AckType } from '../../src/codec/packet-types';
 import { PublishAck } from '../../src/protocol/publish-ack';
-import { RC } from '../../src/protocol/reason-codes';
+import { RC } from '../../src/codec/reason-codes';
 
 /** The acknowledgement queue alone: PUBLISH order [MQTT-4.6.0-2], [MQTT-4.6.0-3], and failed storage writes. */
 

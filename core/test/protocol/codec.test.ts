@@ -1,6 +1,6 @@
 import mqtt from 'mqtt-packet';
-import { FrameReader, type FrameSink } from '../../src/protocol/codec/frame-reader';
-import { decodePublish, encodeAck, encodePublish, MALFORMED, patchPacketId, PROTOCOL_ERROR } from '../../src/protocol/codec/publish-codec';
+import { FrameReader, type FrameSink } from '../../src/codec/frame-reader';
+import { decodePublish, encodeAck, encodePublish, MALFORMED, patchPacketId, PROTOCOL_ERROR } from '../../src/codec/publish-codec';
 
 class Frames implements FrameSink {
   frames: { header: number; body: Buffer; frame: Buffer }[] = [];

@@ -10,7 +10,7 @@ import {
   isDecodeFailure,
   unexpectedPacketType,
   type DecodeFailure,
-} from '../../src/protocol/codec/packet-decoder';
+} from '../../src/codec/packet-decoder';
 
 /** The body of an encoded packet (after the fixed header and remaining length). */
 function bodyOf(packet: Packet, protocolVersion: 3 | 4 | 5): Buffer {

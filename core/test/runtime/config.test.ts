@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BifroError } from '../../src/errors';
+import { BifroError } from '../../src/base/errors';
 import { ConfigError, DEFAULT_SECURITY, defaultNodeId, formatKeyPath, loadConfig, type LoadConfigOptions } from '../../src/runtime/config';
 import { CONFIG_ERRORS, type ConfigIssue } from '../../src/runtime/config-errors';
 

@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BifroError } from '../../src/errors';
+import { BifroError } from '../../src/base/errors';
 import { isRunning, readPidFile, removePidFile, writePidFile } from '../../src/runtime/pid-file';
 
 /** A pid above Linux's pid_max: never a live process. */

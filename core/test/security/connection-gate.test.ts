@@ -2,7 +2,7 @@ import pino from 'pino';
 import type { EventType } from '@bifro/spi';
 import { ADMIT, AddressRateLimiter, ConnectionGate, FlapDetector, RATE_EPISODE_GAP_MS } from '../../src/security/connection-gate';
 import { DEFAULT_SECURITY } from '../../src/runtime/config';
-import type { SecurityConfig } from '../../src/runtime/config-types';
+import type { SecurityConfig } from '../../src/base/config-types';
 import { isLoopbackHost, isReservedTopic } from '../../src/security/secure-defaults';
 
 /** A clock the test moves by hand. */

@@ -3,11 +3,14 @@ import type { ClientInfo, ProtocolVersion } from '@bifro/spi';
 import { Engine } from '../../src/broker/engine';
 import { loadPlugins } from '../../src/plugin-host';
 import type { PluginHost } from '../../src/plugin-host/managers';
-import { RC } from '../../src/protocol/reason-codes';
-import { createLogger } from '../../src/runtime/logger';
-import type { Logger } from '../../src/runtime/logger';
-import type { BrokerConfig } from '../../src/runtime/config-types';
+import { RC } from '../../src/codec/reason-codes';
+import { createLogger } from '../../src/base/logger';
+import type { Logger } from '../../src/base/logger';
+import type { BrokerConfig } from '../../src/base/config-types';
 import { Message } from '../../src/session/message';
+import { LocalRouter } from '../../src/routing/local-router';
+import { RetainService } from '../../src/retain/retain-service';
+import { SessionPersistence } from '../../src/session/session-persistence';
 import type { Delivery, Session, SessionLink } from '../../src/session/session';
 import type { SessionRegistry } from '../../src/session/session-registry';
 import { TimerWheel } from '../../src/session/timer-wheel';
@@ -70,7 +73,9 @@ function engineOver(config: BrokerConfig, logger: Logger, wheel: TimerWheel, usa
     host.events,
     host.settings,
     host.throttler,
-    host.storage,
+    new LocalRouter<Session>(),
+    new RetainService(host.storage, wheel.clock),
+    new SessionPersistence(host.storage),
   );
 }
 

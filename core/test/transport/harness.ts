@@ -1,7 +1,7 @@
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ConnectionOrigin } from '../../src/transport/connection-origin';
-import type { ListenerConfig } from '../../src/runtime/config-types';
+import type { ListenerConfig } from '../../src/base/config-types';
 import { bindListener, type BindOptions, type BoundListener } from '../../src/transport/listeners';
 
 /** One connection as the MQTT layer would get it. */

@@ -1,5 +1,5 @@
 import pino from 'pino';
-import { BifroError } from '../../src/errors';
+import { BifroError } from '../../src/base/errors';
 import { bindListener } from '../../src/transport/listeners';
 import { proxyV1Tcp4, proxyV2Local, proxyV2Tcp4 } from '../../../test/support/proxy-headers';
 import { closedWithin, listenerConfig, startHarness, tcpConnect, type Harness } from './harness';

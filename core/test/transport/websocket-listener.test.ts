@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { WebSocket, type ClientOptions } from 'ws';
-import type { ListenerConfig } from '../../src/runtime/config-types';
+import type { ListenerConfig } from '../../src/base/config-types';
 import { proxyV1Tcp4, proxyV2Tcp4 } from '../../../test/support/proxy-headers';
 import { createTestCerts, type TestCerts } from '../../../test/support/tls-certs';
 import { closedWithin, listenerConfig, readAll, startHarness, startProxyRelay, tcpConnect, type Harness } from './harness';

@@ -3,12 +3,12 @@ import os from 'node:os';
 import path from 'node:path';
 import mqtt from 'mqtt-packet';
 import { DEFAULT_DIR_NAME } from '@bifro/plugin-storage-level';
-import { BifroError } from '../../src/errors';
+import { BifroError } from '../../src/base/errors';
 import { ConfigError, loadConfig } from '../../src/runtime/config';
 import { parseCommandArgs } from '../../src/cli/usage';
 import { replayBytes } from '../../src/workers/replay-bytes';
 import { fnv1a32, ownerOf } from '../../src/workers/tenant-owner';
-import { checkWorkerCount, MARKER_FILE } from '../../src/workers/worker-marker';
+import { checkWorkerCount, MARKER_FILE } from '../../src/runtime/worker-marker';
 import { DEFAULT_STORAGE_DIR } from '../../src/plugin-host/defaults/default-storage';
 
 let tmp: string;

@@ -3,7 +3,7 @@ import { listPlugins, verifyPlugin, type PluginListEntry, type VerifyReport } fr
 import { UsageError } from '../cli-errors';
 import { loadCliConfig } from '../cli-config';
 import { EXIT, type CliIo } from '../cli-io';
-import { errorSpec as specOf } from '../../error-catalogue';
+import { errorSpec as specOf } from '../error-catalogue';
 import { formatTable } from '../table';
 import type { CommandArgs } from '../usage';
 

@@ -1,4 +1,4 @@
-import { BifroError } from '../../errors';
+import { BifroError } from '../../base/errors';
 import { isRunning, readPidFile, removePidFile } from '../../runtime/pid-file';
 import { loadCliConfig } from '../cli-config';
 import { EXIT, type CliIo } from '../cli-io';

@@ -1,5 +1,5 @@
 import type { PluginKindMap } from '@bifro/spi';
-import type { Logger } from '../../runtime/logger';
+import type { Logger } from '../../base/logger';
 import { ALLOW_ALL_ACL, createAllowAllAcl } from './allow-all-acl';
 import { createDevAllowAllAuth, DEV_ALLOW_ALL_AUTH } from './dev-allow-all-auth';
 import { createNoRedirectBalancer, NO_REDIRECT_BALANCER } from './no-redirect-balancer';

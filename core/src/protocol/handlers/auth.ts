@@ -1,6 +1,6 @@
 import type { IAuthPacket } from 'mqtt-packet';
 import type { ConnectionPort } from '../connection-port';
-import { RC } from '../reason-codes';
+import { RC } from '../../codec/reason-codes';
 import { continueExtendedAuth } from './connect';
 
 /**

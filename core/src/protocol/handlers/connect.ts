@@ -1,16 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
 import mqttPacket, { type IConnackPacket } from 'mqtt-packet';
-import type { DecodedConnect } from '../codec/packet-decoder';
+import type { DecodedConnect } from '../../codec/packet-decoder';
 import { type AuthRequest, type ClientInfo, type ProtocolVersion, type QoS, type RedirectDecision, type UserProperties } from '@bifro/spi';
 import type { ConnectionPort } from '../connection-port';
 import type { Identity } from '../identity';
-import { connackCodeForAuthReject, RC, RC3 } from '../reason-codes';
-import { PACKET } from '../packet-types';
+import { connackCodeForAuthReject, RC, RC3 } from '../../codec/reason-codes';
+import { PACKET } from '../../codec/packet-types';
 import { validateTopicName } from '../../routing/topic';
 import { Message } from '../../session/message';
 import type { Session } from '../../session/session';
-import type { PublishProperties } from '../codec/publish-codec';
+import type { PublishProperties } from '../../codec/publish-codec';
 
 /** Shared by every client whose auth answer carries no attributes (one object less per connection). */
 const NO_ATTRS: Readonly<Record<string, string>> = Object.freeze({});

@@ -1,6 +1,6 @@
 import type { IDisconnectPacket } from 'mqtt-packet';
 import type { ConnectionPort } from '../connection-port';
-import { RC } from '../reason-codes';
+import { RC } from '../../codec/reason-codes';
 
 /**
  * DISCONNECT from the client: close without publishing the will [MQTT-3.1.2-10], except v5

@@ -1,6 +1,6 @@
 import type { Packet } from 'mqtt-packet';
 import type { ConnectionPort } from '../connection-port';
-import { decodePublish, hasMalformedTopic } from '../codec/publish-codec';
+import { decodePublish, hasMalformedTopic } from '../../codec/publish-codec';
 import {
   checkAck,
   checkPingreq,
@@ -11,9 +11,9 @@ import {
   isDecodeFailure,
   unexpectedPacketType,
   type DecodeFailure,
-} from '../codec/packet-decoder';
-import { PACKET, type AckType } from '../packet-types';
-import { RC } from '../reason-codes';
+} from '../../codec/packet-decoder';
+import { PACKET, type AckType } from '../../codec/packet-types';
+import { RC } from '../../codec/reason-codes';
 import { handleAuth } from './auth';
 import { handleDisconnect } from './disconnect';
 import { handlePingreq } from './pingreq';

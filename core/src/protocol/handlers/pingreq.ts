@@ -1,5 +1,5 @@
 import type { ConnectionPort } from '../connection-port';
-import { PACKET } from '../packet-types';
+import { PACKET } from '../../codec/packet-types';
 
 const PINGRESP = Buffer.from([PACKET.PINGRESP << 4, 0x00]);
 

@@ -1,13 +1,13 @@
 import { isUtf8 } from 'node:buffer';
 import type { AccessAction } from '@bifro/spi';
 import type { ConnectionPort } from '../connection-port';
-import type { DecodedPublish } from '../codec/publish-codec';
+import type { DecodedPublish } from '../../codec/publish-codec';
 import { validateTopicName } from '../../routing/topic';
 import { Message } from '../../session/message';
-import { RC } from '../reason-codes';
+import { RC } from '../../codec/reason-codes';
 import { PublishAck } from '../publish-ack';
-import { ackTypeFor, PACKET } from '../packet-types';
-import { describeError } from '../../errors';
+import { ackTypeFor, PACKET } from '../../codec/packet-types';
+import { describeError } from '../../base/errors';
 import { isReservedTopic } from '../../security/secure-defaults';
 import { COUNTER, resourceIndex } from '../../tenancy/tenant-usage';
 

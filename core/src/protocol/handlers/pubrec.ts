@@ -1,6 +1,6 @@
 import type { ConnectionPort } from '../connection-port';
-import { FIRST_FAILURE_CODE, RC } from '../reason-codes';
-import { PACKET } from '../packet-types';
+import { FIRST_FAILURE_CODE, RC } from '../../codec/reason-codes';
+import { PACKET } from '../../codec/packet-types';
 
 /**
  * PUBREC: the client has a QoS 2 message; answer PUBREL [MQTT-4.3.3-4]. A PUBREC with a failure

@@ -1,7 +1,7 @@
 import type { ConnectionPort } from '../connection-port';
 import { PublishAck } from '../publish-ack';
-import { RC } from '../reason-codes';
-import { PACKET } from '../packet-types';
+import { RC } from '../../codec/reason-codes';
+import { PACKET } from '../../codec/packet-types';
 
 /**
  * PUBREL: release an inbound QoS 2 packet id and answer PUBCOMP [MQTT-4.3.3-11]. The message was

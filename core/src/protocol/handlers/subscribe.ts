@@ -3,7 +3,7 @@ import type { QoS, SubscriptionRecord } from '@bifro/spi';
 import type { ConnectionPort } from '../connection-port';
 import { checkSubscription, hasWildcard, isSharedFilter } from '../../routing/topic';
 import type { Message } from '../../session/message';
-import { FIRST_FAILURE_CODE, RC } from '../reason-codes';
+import { FIRST_FAILURE_CODE, RC } from '../../codec/reason-codes';
 
 /** v3.1.1 SUBACK failure (§3.9.3). */
 const V3_FAILURE = FIRST_FAILURE_CODE;

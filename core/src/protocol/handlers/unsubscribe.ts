@@ -1,6 +1,6 @@
 import type { IUnsubackPacket, IUnsubscribePacket } from 'mqtt-packet';
 import type { ConnectionPort } from '../connection-port';
-import { RC } from '../reason-codes';
+import { RC } from '../../codec/reason-codes';
 
 /**
  * UNSUBSCRIBE: remove each filter (compared character by character [MQTT-3.10.4-1]) and answer

@@ -4,8 +4,8 @@ import { handlePuback } from '../../../src/protocol/handlers/puback';
 import { handlePubcomp } from '../../../src/protocol/handlers/pubcomp';
 import { handlePubrec } from '../../../src/protocol/handlers/pubrec';
 import { handlePubrel } from '../../../src/protocol/handlers/pubrel';
-import { PACKET } from '../../../src/protocol/packet-types';
-import { RC } from '../../../src/protocol/reason-codes';
+import { PACKET } from '../../../src/codec/packet-types';
+import { RC } from '../../../src/codec/reason-codes';
 import { TestPort } from './test-port';
 
 /** The packet handlers of PINGREQ and of the QoS 1/2 flows, through the connection port alone. */

@@ -1,7 +1,7 @@
 import type { Engine } from '../../../src/broker/engine';
 import type { Session } from '../../../src/session/session';
 import { handleDisconnect } from '../../../src/protocol/handlers/disconnect';
-import { RC } from '../../../src/protocol/reason-codes';
+import { RC } from '../../../src/codec/reason-codes';
 import { TestPort } from './test-port';
 
 /** The DISCONNECT handler, through the connection port alone. */

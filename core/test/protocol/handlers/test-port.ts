@@ -13,7 +13,7 @@ import type {
 import type { Delivery, Session } from '../../../src/session/session';
 import type { TenantState } from '../../../src/tenancy/tenant-usage';
 import type { ConnectionOrigin } from '../../../src/transport/connection-origin';
-import type { AckType } from '../../../src/protocol/packet-types';
+import type { AckType } from '../../../src/codec/packet-types';
 import type { PublishAck } from '../../../src/protocol/publish-ack';
 import { flushAcks, queueAck } from '../../../src/protocol/ack-queue';
 import { client } from '../../plugin-host/plugin-host-fixtures';

@@ -4,4 +4,8 @@ export const RUNTIME_TOKENS = {
   Logger: Symbol('Logger'),
   TenantUsage: Symbol('TenantUsage'),
   TimerWheel: Symbol('TimerWheel'),
+  /** The broker's `Clock` (StartOptions.clock, `Date.now` by default). */
+  Clock: Symbol('Clock'),
+  /** The `Router` (routing seam): the in-process `LocalRouter` unless the composition root picks another. */
+  Router: Symbol('Router'),
 } as const;

@@ -1,9 +1,9 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { BifroError } from '../errors';
+import { BifroError } from '../base/errors';
 import { DEFAULT_STORAGE_DIR as LEVEL_STORAGE_DIR } from '../plugin-host/defaults/default-storage';
-import { exists } from '../runtime/config';
-import { TENANT_ASSIGNMENT } from './tenant-owner';
+import { exists } from './config';
+import { TENANT_ASSIGNMENT } from '../workers/tenant-owner';
 
 /**
  * `<dataDir>/workers.json`: the worker count a data directory was started with. Written by every

@@ -1,10 +1,10 @@
-import { pluginErrorSpec, type ErrorSpec } from './errors';
-import { CLI_ERRORS } from './cli/cli-errors';
-import { PLUGIN_ERRORS } from './plugin-host/plugin-errors';
-import { CONFIG_ERRORS } from './runtime/config-errors';
-import { PID_FILE_ERRORS } from './runtime/pid-file';
-import { TRANSPORT_ERRORS } from './transport/transport-errors';
-import { WORKER_ERRORS } from './workers/worker-errors';
+import { pluginErrorSpec, type ErrorSpec } from '../base/errors';
+import { CLI_ERRORS } from './cli-errors';
+import { PLUGIN_ERRORS } from '../plugin-host/plugin-errors';
+import { CONFIG_ERRORS } from '../runtime/config-errors';
+import { PID_FILE_ERRORS } from '../runtime/pid-file';
+import { TRANSPORT_ERRORS } from '../transport/transport-errors';
+import { WORKER_ERRORS } from '../workers/worker-errors';
 
 /**
  * Every area's catalogue of core, in the order docs/errors.md lists them. Plugins declare their

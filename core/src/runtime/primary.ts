@@ -7,12 +7,12 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import path from 'node:path';
-import { BifroError } from '../errors';
+import { BifroError } from '../base/errors';
 import type { ListenerAddress } from '../transport/listener-address';
-import type { BrokerConfig } from '../runtime/config-types';
-import type { Logger } from '../runtime/logger';
-import { isWorkerMessage, type HandoverMessage, type PrimaryMessage } from './ipc';
-import { isTcpHandle, sendHandle, type TcpHandle } from './socket-handle';
+import type { BrokerConfig } from '../base/config-types';
+import type { Logger } from '../base/logger';
+import { isWorkerMessage, type HandoverMessage, type PrimaryMessage } from '../workers/ipc';
+import { isTcpHandle, sendHandle, type TcpHandle } from '../workers/socket-handle';
 import { workerDataDir } from './worker-marker';
 
 /** The worker entry, next to this file in dist/. */

@@ -1,8 +1,8 @@
 import { isUtf8 } from 'node:buffer';
 import type { IAuthPacket, IConnectPacket, IDisconnectPacket, ISubscribePacket, ISubscription, IUnsubscribePacket, QoS } from 'mqtt-packet';
-import { checkSubscription, PROTOCOL_TOPIC_LIMITS } from '../../routing/topic';
+import { checkSubscription, PROTOCOL_TOPIC_LIMITS } from '../routing/topic';
 import { readVarint } from './varint';
-import { PACKET, type AckType } from '../packet-types';
+import { PACKET, type AckType } from './packet-types';
 
 /**
  * Bifro's decoder for the control packets a client sends other than PUBLISH (which has its own

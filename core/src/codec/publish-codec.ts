@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { QoS } from '@bifro/spi';
 import { readVarint, varintSize, writeVarint } from './varint';
-import { PACKET, type AckType } from '../packet-types';
+import { PACKET, type AckType } from './packet-types';
 
 /**
  * PUBLISH is the hot packet: Bifro decodes and encodes it itself rather than through mqtt-packet,

@@ -10,13 +10,13 @@
  */
 import cluster from 'node:cluster';
 import type net from 'node:net';
-import { BifroError, describeError } from '../errors';
-import { startBroker, type RunningBroker } from '../runtime/broker';
-import type { BrokerConfig } from '../runtime/config-types';
-import { createLogger, type Logger } from '../runtime/logger';
-import type { WorkerRouter } from './handover';
-import { isPrimaryMessage, type HandoverMessage, type WorkerMessage } from './ipc';
-import { isTcpHandle, sendHandle, wrapHandle, type IpcSend, type TcpHandle } from './socket-handle';
+import { BifroError, describeError } from '../base/errors';
+import { startBroker, type RunningBroker } from './broker';
+import type { BrokerConfig } from '../base/config-types';
+import { createLogger, type Logger } from '../base/logger';
+import type { WorkerRouter } from '../workers/handover';
+import { isPrimaryMessage, type HandoverMessage, type WorkerMessage } from '../workers/ipc';
+import { isTcpHandle, sendHandle, wrapHandle, type IpcSend, type TcpHandle } from '../workers/socket-handle';
 
 /** How long a worker's graceful stop may take before it exits anyway (the primary waits a little longer). */
 export const WORKER_STOP_TIMEOUT_MS = 25_000;
