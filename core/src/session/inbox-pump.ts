@@ -39,6 +39,10 @@ export class SessionInbox<S extends InboxOwner> {
   backlog = 0;
   /** Whether the pump is running (a delivery then goes through the inbox, keeping the order). */
   pumping = false;
+  /** Appends issued and not yet written: counted in the backlog, not yet readable. */
+  private appending = 0;
+  /** pump() was asked for while it ran: it runs once more before it stops. */
+  private again = false;
   /** The last seq moved into flight. */
   private cursor = 0;
   /** Entries the next read takes: about one connection's queued-bytes bound of messages of the last read's average size. */
@@ -71,8 +75,14 @@ export class SessionInbox<S extends InboxOwner> {
     }
     const { maxSize, dropOldest } = host.queueLimit(session.tenantId);
     this.backlog++;
+    this.appending++;
     const size = d.msg.size;
-    return host.persistence.append(session, d, maxSize, dropOldest).then((r) => {
+    const written = host.persistence.append(session, d, maxSize, dropOldest);
+    written.then(
+      () => this.appending--,
+      () => this.appending--,
+    );
+    return written.then((r) => {
       if (r.appended === 0) {
         this.backlog--;
         host.dropped(session, d, 'queue-full');
@@ -96,8 +106,13 @@ export class SessionInbox<S extends InboxOwner> {
    */
   async pump(): Promise<void> {
     const session = this.session;
-    if (this.pumping || !session.loaded) return;
+    if (!session.loaded) return;
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
     this.pumping = true;
+    this.again = false;
     try {
       for (;;) {
         const link = session.link;
@@ -106,7 +121,9 @@ export class SessionInbox<S extends InboxOwner> {
         if (room <= 0) break;
         const entries = await this.host.persistence.read(session, this.cursor, Math.min(room, this.readMax));
         if (entries.length === 0) {
-          this.backlog = 0;
+          // Nothing readable: an append still being written is read when it lands (it pumps
+          // again); with none pending, the backlog counted entries that are gone.
+          if (this.appending === 0) this.backlog = 0;
           break;
         }
         const records: InflightRecord[] = [];
@@ -145,6 +162,7 @@ export class SessionInbox<S extends InboxOwner> {
     } finally {
       this.pumping = false;
     }
+    if (this.again) void this.pump();
   }
 
   /** Inbox bytes this process appended; entries from before a restart are not counted, so it never goes below 0. */

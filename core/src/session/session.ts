@@ -466,6 +466,7 @@ export class Session implements WheelEntry {
   resendOverdue(scan: number, timeoutScans: number, maxResends: number): boolean {
     const link = this.link;
     if (link === undefined || link.v5) return false;
+    let given = 0;
     for (const [packetId, entry] of this.inflight) {
       const sentAt = entry.sentAt;
       if (sentAt === 0) {
@@ -476,8 +477,10 @@ export class Session implements WheelEntry {
       const resends = entry.resends;
       const d = entry.delivery;
       if (resends >= maxResends) {
-        if (d !== undefined) this.completeLocally(packetId, d, 'resends-exhausted');
-        else this.complete(packetId);
+        if (d !== undefined) {
+          this.completeLocally(packetId, d, 'resends-exhausted');
+          given++;
+        } else this.complete(packetId);
         continue;
       }
       entry.resends = resends + 1;
@@ -485,6 +488,8 @@ export class Session implements WheelEntry {
       if (d === undefined) link.sendPubrel(packetId);
       else if (!link.sendPublish(d, packetId, true)) this.completeLocally(packetId, d, 'too-large');
     }
+    // Given-up messages free their window slots: what waits behind them goes now.
+    if (given > 0) this.drain();
     return this.inflight.size > 0;
   }
 
