@@ -1,5 +1,5 @@
 import { useBrokerUnderTest } from '../support/broker-under-test';
-import { expectPacket, mosquittoPub, publish, sleep, subscribe, uniqueName, type ProtocolVersion } from '../support/mqtt-helpers';
+import { expectPacket, mosquittoPub, publish, subscribe, uniqueName, type ProtocolVersion } from '../support/mqtt-helpers';
 
 /**
  * Area 04, retained messages: store, replace, clear, the RETAIN flag on delivery, v5 Retain
@@ -156,7 +156,8 @@ describe('04 retain', () => {
     expect(m?.payload.toString()).toBe('short lived');
     // The forwarded expiry is the remaining lifetime: at most the original 1 s.
     expect(m?.packet.properties?.messageExpiryInterval).toBeLessThanOrEqual(1);
-    await sleep(2000);
+    // 2 s pass for the broker (moved on its clock; mosquitto sleeps): the 1 s expiry is over.
+    await broker.passTime(2000);
     const late = await clients.subscriber(topic, { qos: 1 }, { protocolVersion: 5, clientId: uniqueName('exp-late') });
     expect(await late.messages.settle()).toEqual([]);
   });

@@ -14,6 +14,7 @@ import {
   type ProtocolVersion,
 } from '../support/mqtt-helpers';
 import { startTestBroker, type TestBroker } from '../support/test-broker';
+import { WHEEL_SLOT_MS } from '../support/test-clock';
 
 /**
  * Area 05, sessions: clean vs persistent sessions, Session Present, subscriptions and queued
@@ -176,7 +177,8 @@ describe('05 session', () => {
     const { client } = await clients.mqtt({ protocolVersion: 5, clientId, clean: false, properties: { sessionExpiryInterval: 1 } });
     await subscribe(client, topic, { qos: 1 });
     await client.endAsync();
-    await sleep(2500);
+    // 2.5 s pass for the broker (its clock moved; mosquitto sleeps).
+    await broker.passTime(2500);
     const back = await clients.mqttCollecting({ protocolVersion: 5, clientId, clean: false, properties: { sessionExpiryInterval: 60 } });
     expect(back.connack.sessionPresent).toBe(false);
     const { client: pub } = await clients.mqtt({ protocolVersion: 5, clientId: uniqueName('exp1-pub') });
@@ -244,6 +246,18 @@ describe('05 session (Bifro)', () => {
       ['zero', 0],
       ['one', 1],
     ]);
+  });
+
+  it('v5: Session Expiry Interval 1 s ends the session in real time [MQTT-3.1.2-23]', async () => {
+    // The broker's clock is not moved here: the session's deadline fires from the timer wheel ticking in real time.
+    const clientId = uniqueName('bifro-exp-real');
+    const { client } = await clients.mqtt({ protocolVersion: 5, clientId, clean: false, properties: { sessionExpiryInterval: 1 } });
+    await subscribe(client, uniqueName('bifro-exp-real-topic'), { qos: 1 });
+    await client.endAsync();
+    // One slot late at most: 1 s + 2 slots.
+    await sleep(1000 + 2 * WHEEL_SLOT_MS);
+    const back = await clients.mqtt({ protocolVersion: 5, clientId, clean: false });
+    expect(back.connack.sessionPresent).toBe(false);
   });
 
   it('v5: the taken-over connection receives DISCONNECT 0x8E (Session taken over) before it is closed [MQTT-3.1.4-3]', async () => {

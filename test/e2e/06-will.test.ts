@@ -1,6 +1,8 @@
 import type { IConnectPacket } from 'mqtt-packet';
 import { useBrokerUnderTest } from '../support/broker-under-test';
-import { sleep, uniqueName, waitUntil, type ProtocolVersion } from '../support/mqtt-helpers';
+import { sleep, uniqueName, waitUntil, withClients, type ProtocolVersion, type RawSession } from '../support/mqtt-helpers';
+import { startTestBroker, type TestBroker } from '../support/test-broker';
+import { WHEEL_SLOT_MS } from '../support/test-clock';
 
 /**
  * Area 06, Will messages: when a will is published (abnormal close, keep alive expiry, v5
@@ -19,6 +21,15 @@ function will(
   extra: Partial<NonNullable<IConnectPacket['will']>> = {},
 ): NonNullable<IConnectPacket['will']> {
   return { topic, payload: Buffer.from(payload), qos: 1, retain: false, ...extra };
+}
+
+/**
+ * Drop the connection without DISCONNECT and give the broker a moment to see the close: the will
+ * delay and the session expiry count from then, so the broker's clock is moved only after it.
+ */
+async function loseConnection(s: RawSession): Promise<void> {
+  s.raw.destroy();
+  await sleep(100);
 }
 
 describe('06 will', () => {
@@ -44,7 +55,9 @@ describe('06 will', () => {
       const topic = uniqueName(`will-keepalive-v${protocolVersion}`);
       const watcher = await watch(topic);
       const s = await clients.raw({ protocolVersion, clientId: uniqueName('silent'), keepalive: 1, will: will(topic, 'timed out') });
-      // The spec bound is 1.5 × keep alive; mosquitto's coarse keep alive check takes up to ~6 s here.
+      // The spec bound is 1.5 × keep alive: 2 s pass for the broker (its clock moved; mosquitto sleeps).
+      await broker.passTime(2000);
+      // Mosquitto's coarse keep alive check takes up to ~6 s here.
       expect(await s.raw.waitClosed(9000)).toBe(true);
       expect((await watcher.messages.waitFor(1)).map((m) => m.payload.toString())).toEqual(['timed out']);
     });
@@ -103,15 +116,13 @@ describe('06 will', () => {
       properties: { sessionExpiryInterval: 60 },
       will: will(topic, 'later', { properties: { willDelayInterval: 2 } }),
     });
-    const lost = Date.now();
-    s.raw.destroy();
-    await sleep(800);
+    await loseConnection(s);
+    // Time passes for the broker (its clock moved; mosquitto sleeps). Brokers with whole-second
+    // clocks (mosquitto) may fire up to ~1 s early, so "not yet" is checked well before 1 s; never at once.
+    await broker.passTime(500);
     expect(watcher.messages.messages).toEqual([]);
-    expect(await waitUntil(() => watcher.messages.messages.length > 0, 5000)).toBe(true);
-    const elapsed = Date.now() - lost;
-    // Brokers with whole-second clocks (mosquitto) may fire up to ~1 s early; never at once.
-    expect(elapsed).toBeGreaterThanOrEqual(1000);
-    expect(elapsed).toBeLessThan(4500);
+    await broker.passTime(2000);
+    expect(await waitUntil(() => watcher.messages.messages.length > 0, 2000)).toBe(true);
     expect(watcher.messages.payloads()).toEqual(['later']);
   });
 
@@ -127,11 +138,13 @@ describe('06 will', () => {
       will: will(topic, 'must not appear', { properties: { willDelayInterval: 2 } }),
     };
     const s = await clients.raw(connect);
-    s.raw.destroy();
-    await sleep(500);
+    await loseConnection(s);
+    await broker.passTime(500);
     const back = await clients.raw(connect);
     expect(back.connack.sessionPresent).toBe(true);
-    expect(await watcher.messages.settle(3000)).toEqual([]);
+    // Past the will delay for the broker: the will stays cancelled.
+    await broker.passTime(3000);
+    expect(await watcher.messages.settle()).toEqual([]);
   });
 
   it('v5: reconnecting with clean start within the Will Delay Interval cancels the will too [MQTT-3.1.2-8] (v5)', async () => {
@@ -145,12 +158,13 @@ describe('06 will', () => {
       properties: { sessionExpiryInterval: 60 },
       will: will(topic, 'must not appear', { properties: { willDelayInterval: 2 } }),
     });
-    s.raw.destroy();
-    await sleep(500);
+    await loseConnection(s);
+    await broker.passTime(500);
     // The old session ends (clean start), but a new network connection came within the delay.
     const back = await clients.raw({ protocolVersion: 5, clientId, clean: true });
     expect(back.connack.sessionPresent).toBe(false);
-    expect(await watcher.messages.settle(3000)).toEqual([]);
+    await broker.passTime(3000);
+    expect(await watcher.messages.settle()).toEqual([]);
   });
 
   it('v5: a will delay longer than the session expiry fires when the session ends [MQTT-3.1.3-9] (v5)', async () => {
@@ -162,10 +176,42 @@ describe('06 will', () => {
       properties: { sessionExpiryInterval: 1 },
       will: will(topic, 'session over', { properties: { willDelayInterval: 30 } }),
     });
+    await loseConnection(s);
+    // 2 s pass for the broker, far short of the 30 s will delay: the will came with the session's end.
+    await broker.passTime(2000);
+    expect(await waitUntil(() => watcher.messages.messages.length > 0, 1500)).toBe(true);
+    expect(watcher.messages.payloads()).toEqual(['session over']);
+  });
+});
+
+/** Bifro, its clock not moved: the will delay fires from the timer wheel ticking in real time. */
+describe('06 will (Bifro)', () => {
+  let tb: TestBroker;
+  const clients = withClients(() => tb.port);
+
+  beforeAll(async () => {
+    tb = await startTestBroker();
+  });
+  afterAll(() => tb?.stop());
+
+  it('v5: Will Delay Interval 1 s: the will is published 1 s after the connection is lost, in real time [MQTT-3.1.3-9]', async () => {
+    const topic = uniqueName('will-delay-real');
+    const watcher = await clients.subscriber(topic, { qos: 1 }, { protocolVersion: 5, clientId: uniqueName('will-watch') });
+    const s = await clients.raw({
+      protocolVersion: 5,
+      clientId: uniqueName('delayed-real'),
+      properties: { sessionExpiryInterval: 60 },
+      will: will(topic, 'later', { properties: { willDelayInterval: 1 } }),
+    });
     const lost = Date.now();
     s.raw.destroy();
-    expect(await waitUntil(() => watcher.messages.messages.length > 0, 6000)).toBe(true);
-    expect(Date.now() - lost).toBeLessThan(3500);
-    expect(watcher.messages.payloads()).toEqual(['session over']);
+    await sleep(700);
+    expect(watcher.messages.messages).toEqual([]);
+    expect(await waitUntil(() => watcher.messages.messages.length > 0, 2000)).toBe(true);
+    const elapsed = Date.now() - lost;
+    // Never early; at most one wheel slot late (and the coarse clock's slot).
+    expect(elapsed).toBeGreaterThanOrEqual(1000);
+    expect(elapsed).toBeLessThan(1000 + 2 * WHEEL_SLOT_MS + 300);
+    expect(watcher.messages.payloads()).toEqual(['later']);
   });
 });

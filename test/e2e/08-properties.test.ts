@@ -6,7 +6,6 @@ import {
   mosquittoPub,
   publish,
   rawConnect,
-  sleep,
   uniqueName,
   waitUntil,
   withClients,
@@ -292,7 +291,8 @@ describe('08 properties (v5)', () => {
 
     const { client: pub } = await clients.mqtt({ protocolVersion: 5, clientId: uniqueName('p') });
     await publish(pub, topic, 'kept', { qos: 1, properties: { messageExpiryInterval: 30 } });
-    await sleep(2100);
+    // The message waits 2.1 s for the broker (its clock moved; mosquitto sleeps).
+    await but.passTime(2100);
 
     const again = clients.track(
       await rawConnect(but.port, { protocolVersion: 5, clientId, clean: false, properties: { sessionExpiryInterval: 0 } }),
@@ -318,7 +318,8 @@ describe('08 properties (v5)', () => {
     const { client: pub } = await clients.mqtt({ protocolVersion: 5, clientId: uniqueName('p') });
     await publish(pub, topic, 'expires', { qos: 1, properties: { messageExpiryInterval: 1 } });
     await publish(pub, topic, 'stays', { qos: 1 });
-    await sleep(2200);
+    // 2.2 s pass for the broker while the subscriber is offline: the 1 s expiry is over.
+    await but.passTime(2200);
 
     const again = clients.track(
       await rawConnect(but.port, { protocolVersion: 5, clientId, clean: false, properties: { sessionExpiryInterval: 0 } }),

@@ -21,6 +21,8 @@ export class TimerWheel {
   readonly clock: Clock;
   /** Coarse clock updated every tick: cheap to read on hot paths. */
   now: number;
+  /** The clock at the slot the cursor stands for: what a tick catches up from. */
+  private cursorTime: number;
 
   constructor(
     /** Slot length in milliseconds; also how stale `now` may be. */
@@ -32,6 +34,7 @@ export class TimerWheel {
     const clock = options.clock ?? Date.now;
     this.clock = clock;
     this.now = clock();
+    this.cursorTime = this.now;
     this.slots = Array.from({ length: slotCount }, () => new Set<WheelEntry>());
     if (options.manual !== true) this.timer = setInterval(() => this.tick(clock()), slotMs).unref();
   }
@@ -73,16 +76,33 @@ export class TimerWheel {
     }
   }
 
-  /** Advance one slot. Public for tests that drive time by hand. */
+  /**
+   * Advance the cursor to `now`: one slot, or every slot the clock passed since the last tick (at
+   * most one turn) when it moved further, as when the event loop stalled or a test moved the
+   * broker's clock forward. Public for tests that drive time by hand.
+   */
   tick(now: number): void {
     this.now = now;
-    this.cursor = (this.cursor + 1) % this.slots.length;
-    const slot = this.slots[this.cursor]!;
-    if (slot.size === 0) return;
-    const due = [...slot];
-    slot.clear();
+    const n = this.slots.length;
+    const passed = Math.floor((now - this.cursorTime) / this.slotMs);
+    const steps = Math.max(1, Math.min(n, passed));
+    this.cursorTime = passed > n ? now : this.cursorTime + steps * this.slotMs;
+    let due: WheelEntry[] | undefined;
+    for (let i = 0; i < steps; i++) {
+      this.cursor = (this.cursor + 1) % n;
+      const slot = this.slots[this.cursor]!;
+      if (slot.size === 0) continue;
+      due ??= [];
+      for (const entry of slot) {
+        entry.wheelSlot = -1;
+        due.push(entry);
+      }
+      slot.clear();
+    }
+    if (due === undefined) return;
     for (const entry of due) {
-      entry.wheelSlot = -1;
+      // Placed again meanwhile by another entry's callback: it waits for its new slot.
+      if (entry.wheelSlot >= 0) continue;
       const next = entry.onWheelTick(now);
       if (next > 0) this.place(entry, next, now);
     }

@@ -65,4 +65,34 @@ describe('TimerWheel', () => {
     for (let i = 1; i <= 8; i++) wheel.tick(t0 + i * 100);
     expect(fired).toEqual([]);
   });
+
+  it('catches up every slot the clock passed in one tick (a stalled event loop, a clock moved forward)', () => {
+    let now = 1_000_000;
+    wheel = new TimerWheel(100, 64, { clock: () => now, manual: true });
+    const fired: number[] = [];
+    wheel.schedule(entry([now + 350], fired), now + 350);
+    wheel.schedule(entry([now + 2000], fired), now + 2000);
+    now += 1000; // ten slots in one step
+    wheel.tick(now);
+    expect(fired).toEqual([now]);
+    now += 100;
+    wheel.tick(now);
+    expect(fired).toHaveLength(1);
+    now += 1000;
+    wheel.tick(now);
+    expect(fired).toEqual([1_001_000, 1_002_100]);
+  });
+
+  it('after a jump of more than one turn, fires what is due and keeps later deadlines', () => {
+    let now = 5_000_000;
+    wheel = new TimerWheel(100, 8, { clock: () => now, manual: true });
+    const fired: number[] = [];
+    wheel.schedule(entry([now + 300], fired), now + 300);
+    wheel.schedule(entry([now + 5000], fired), now + 5000);
+    now += 3000; // nearly four turns of an 8-slot wheel
+    wheel.tick(now);
+    expect(fired).toEqual([5_003_000]);
+    for (let i = 0; i < 25; i++) wheel.tick((now += 100));
+    expect(fired).toEqual([5_003_000, 5_005_000]);
+  });
 });
