@@ -10,6 +10,7 @@ export type * from './managers';
 export { PLUGIN_ERRORS, PLUGIN_PHASES, type PluginErrorCode, type PluginPhase } from './plugin-errors';
 export { verifyPlugin, type VerifyOptions, type VerifyPhase, type VerifyReport, type VerifyStep } from './verify-plugin';
 export { listPlugins, type PluginListEntry } from './list-plugins';
+export { refsOf } from './plugin-host';
 export { PLUGIN_TOKENS, registerPluginHost } from './tokens';
 export { DEFAULT_STORAGE_PACKAGE } from './defaults/default-storage';
 export { DEV_ALLOW_ALL_AUTH } from './defaults/dev-allow-all-auth';

@@ -10,6 +10,7 @@ import { BROKER_DIR, discoverPlugins, findPlugin, type PluginDiscovery, type Plu
 import { pluginError } from './plugin-errors';
 import { LOAD_ORDER, refsOf } from './plugin-host';
 import { checkSpiVersion, readManifest } from './plugin-manifest';
+import { definitionOf, importPlugin } from './plugin-module';
 
 /** One line of `bifro plugin list`. */
 export interface PluginListEntry {
@@ -24,18 +25,21 @@ export interface PluginListEntry {
   readonly spiRange: string | undefined;
   /** Whether the range accepts this broker's SPI version (false when the manifest is missing or invalid). */
   readonly compatible: boolean;
+  /** Whether the broker can load it: compatible, and its entry module imports and exports a factory per declared kind. */
+  readonly loadable: boolean;
   readonly description: string | undefined;
   /** The kinds the config uses it for; for built-ins, the kinds they serve because the config names no plugin. */
   readonly usedFor: readonly PluginKind[];
-  /** Why the plugin cannot be loaded, when the manifest or version phase (or finding it) fails. */
+  /** Why the plugin cannot be loaded, when finding it or the manifest, version, import or shape phase fails. */
   readonly problem: { readonly code: string; readonly message: string } | undefined;
 }
 
 /**
  * The plugins the broker can see: those of the plugins directory and `plugins.packages`, those
  * the config names (found elsewhere or missing), the default storage package when the config
- * names no storage, and the built-ins standing in for unconfigured kinds. Only the resolve,
- * manifest and version phases run: nothing is imported.
+ * names no storage, and the built-ins standing in for unconfigured kinds. The resolve, manifest,
+ * version, import and shape phases run (a plugin's module is loaded, as the broker would, with the
+ * broker's `@bifro/spi`); nothing is instantiated.
  */
 export async function listPlugins(config: BrokerConfig): Promise<PluginListEntry[]> {
   const discovery = await discoverPlugins({
@@ -53,7 +57,7 @@ export async function listPlugins(config: BrokerConfig): Promise<PluginListEntry
   const entries: PluginListEntry[] = [];
   const listed = new Set<string>();
   for (const pkg of discovery.plugins.values()) {
-    entries.push(describePackage(pkg, usedFor.get(pkg.name) ?? []));
+    entries.push(await describePackage(pkg, usedFor.get(pkg.name) ?? []));
     listed.add(pkg.name);
   }
   for (const [name, kinds] of usedFor) {
@@ -71,6 +75,7 @@ export async function listPlugins(config: BrokerConfig): Promise<PluginListEntry
       kinds: [kind],
       spiRange: SPI_VERSION,
       compatible: true,
+      loadable: true,
       description: builtin.description,
       usedFor: [kind],
       problem: undefined,
@@ -79,28 +84,26 @@ export async function listPlugins(config: BrokerConfig): Promise<PluginListEntry
   return entries;
 }
 
-function describePackage(pkg: PluginPackage, usedFor: readonly PluginKind[]): PluginListEntry {
+async function describePackage(pkg: PluginPackage, usedFor: readonly PluginKind[]): Promise<PluginListEntry> {
   const base = { name: pkg.name, version: pkg.version, dir: pkg.dir, source: pkg.source, usedFor };
   let manifest: PluginManifest;
   try {
     manifest = readManifest(pkg);
   } catch (err) {
-    return { ...base, kinds: [], spiRange: undefined, compatible: false, description: undefined, problem: problemOf(err) };
+    return { ...base, kinds: [], spiRange: undefined, compatible: false, loadable: false, description: undefined, problem: problemOf(err) };
   }
-  let problem: PluginListEntry['problem'];
+  const declared = { ...base, kinds: manifest.kinds, spiRange: manifest.spi, description: manifest.description };
   try {
     checkSpiVersion(pkg, manifest);
   } catch (err) {
-    problem = problemOf(err);
+    return { ...declared, compatible: false, loadable: false, problem: problemOf(err) };
   }
-  return {
-    ...base,
-    kinds: manifest.kinds,
-    spiRange: manifest.spi,
-    compatible: problem === undefined,
-    description: manifest.description,
-    problem,
-  };
+  try {
+    definitionOf(pkg, manifest, await importPlugin(pkg, manifest));
+  } catch (err) {
+    return { ...declared, compatible: true, loadable: false, problem: problemOf(err) };
+  }
+  return { ...declared, compatible: true, loadable: true, problem: undefined };
 }
 
 async function describeReferenced(
@@ -111,7 +114,7 @@ async function describeReferenced(
   isDefaultStorage: boolean,
 ): Promise<PluginListEntry> {
   try {
-    return describePackage(await findPlugin(discovery, name, pluginsDir), usedFor);
+    return await describePackage(await findPlugin(discovery, name, pluginsDir), usedFor);
   } catch (err) {
     const notFound = err instanceof BifroError && err.code === 'BIFRO_PLUGIN_NOT_FOUND';
     const problem =
@@ -132,6 +135,7 @@ async function describeReferenced(
       kinds: [],
       spiRange: undefined,
       compatible: false,
+      loadable: false,
       description: undefined,
       usedFor,
       problem,

@@ -17,6 +17,8 @@ export interface PluginPackage {
   readonly bifro: unknown;
   /** The package's `main` field as found. */
   readonly main: unknown;
+  /** The package's `type` field as found (`module`: its .js files are ES modules). */
+  readonly type?: unknown;
 }
 
 /** What the plugins directory and `plugins.packages` hold. */
@@ -176,7 +178,7 @@ export async function readPluginPackage(dir: string, source: PackageSource, labe
       dir,
     });
   }
-  return { name, version, dir, source, bifro: fields.bifro, main: fields.main };
+  return { name, version, dir, source, bifro: fields.bifro, main: fields.main, type: fields.type };
 }
 
 /** The folder of an installed package, resolved with the Node algorithm from `paths`; undefined when not installed. */

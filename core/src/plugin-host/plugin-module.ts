@@ -4,6 +4,7 @@ import { ERROR_CODE_PATTERN, type PluginDefinition, type PluginKind, type Plugin
 import { describeError } from '../base/errors';
 import { pluginError } from './plugin-errors';
 import type { PluginPackage } from './plugin-discovery';
+import { shareBrokerSpi } from './shared-spi';
 
 /** A real dynamic import, kept out of reach of the TypeScript CommonJS transform (which would turn it into require). */
 const dynamicImport = new Function('specifier', 'return import(specifier)') as (specifier: string) => Promise<unknown>;
@@ -16,9 +17,10 @@ export function entryOf(pkg: PluginPackage, manifest: PluginManifest): string {
 
 /**
  * Loads a plugin's entry module (phase `import`): `require()` first; an ES module that require
- * cannot load is imported dynamically.
+ * cannot load is imported dynamically. Its `@bifro/spi` is the broker's own ({@link shareBrokerSpi}).
  */
 export async function importPlugin(pkg: PluginPackage, manifest: PluginManifest): Promise<unknown> {
+  shareBrokerSpi();
   const entry = entryOf(pkg, manifest);
   const where = { phase: 'import', plugin: pkg.name, dir: pkg.dir, entry } as const;
   let file: string;
@@ -32,19 +34,22 @@ export async function importPlugin(pkg: PluginPackage, manifest: PluginManifest)
       err,
     );
   }
-  try {
-    // A plugin is loaded by path at run time: a dynamic require is the point here.
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require(file) as unknown;
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException | undefined)?.code;
-    if (code !== 'ERR_REQUIRE_ESM' && code !== 'ERR_REQUIRE_ASYNC_MODULE') {
-      throw pluginError(
-        'BIFRO_PLUGIN_IMPORT_FAILED',
-        `plugin ${pkg.name} (${pkg.dir}): loading ${file} failed: ${describeError(err)}`,
-        where,
-        err,
-      );
+  // An ES module is imported (the SPI resolve hook applies to import, not to require of an ES module).
+  if (!isEsModule(pkg, file)) {
+    try {
+      // A plugin is loaded by path at run time: a dynamic require is the point here.
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      return require(file) as unknown;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException | undefined)?.code;
+      if (code !== 'ERR_REQUIRE_ESM' && code !== 'ERR_REQUIRE_ASYNC_MODULE') {
+        throw pluginError(
+          'BIFRO_PLUGIN_IMPORT_FAILED',
+          `plugin ${pkg.name} (${pkg.dir}): loading ${file} failed: ${describeError(err)}`,
+          where,
+          err,
+        );
+      }
     }
   }
   try {
@@ -57,6 +62,11 @@ export async function importPlugin(pkg: PluginPackage, manifest: PluginManifest)
       err,
     );
   }
+}
+
+/** Whether Node loads the entry file as an ES module: `.mjs`, or `.js` in a package of `"type": "module"`. */
+function isEsModule(pkg: PluginPackage, file: string): boolean {
+  return file.endsWith('.mjs') || (file.endsWith('.js') && pkg.type === 'module');
 }
 
 /**

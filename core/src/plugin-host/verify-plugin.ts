@@ -2,7 +2,26 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
-import { SPI_VERSION, type PluginDefinition, type PluginKind, type PluginManifest, type TenantUsageReader } from '@bifro/spi';
+import {
+  SPI_VERSION,
+  type PluginContext,
+  type PluginDefinition,
+  type PluginKind,
+  type PluginKindMap,
+  type PluginManifest,
+  type TenantUsageReader,
+} from '@bifro/spi';
+import {
+  accessControlConformance,
+  authProviderConformance,
+  clientBalancerConformance,
+  eventCollectorConformance,
+  resourceThrottlerConformance,
+  runConformance,
+  settingProviderConformance,
+  storageConformance,
+  type ConformanceCase,
+} from '@bifro/spi/testing';
 import { BifroError, describeError, registerPluginErrors } from '../base/errors';
 import { toPluginLogger, type Logger } from '../base/logger';
 import { phaseOf, pluginError, type PluginPhase } from './plugin-errors';
@@ -11,12 +30,12 @@ import { closeInstance, createInstance } from './plugin-instance';
 import { checkSpiVersion, readManifest } from './plugin-manifest';
 import { definitionOf, importPlugin } from './plugin-module';
 
-/** The phases `verifyPlugin` reports: the load phases, then `close`. */
-export type VerifyPhase = PluginPhase | 'close';
+/** The phases `verifyPlugin` reports: the load phases, then `close`, then the kind's conformance kit. */
+export type VerifyPhase = PluginPhase | 'close' | 'conformance';
 
 /** The phases run once per plugin; the others run once per declared kind. */
 const PLUGIN_LEVEL: readonly PluginPhase[] = ['resolve', 'manifest', 'version', 'import', 'shape'];
-const KIND_LEVEL: readonly VerifyPhase[] = ['instantiate', 'instanceShape', 'init', 'close'];
+const KIND_LEVEL: readonly VerifyPhase[] = ['instantiate', 'instanceShape', 'init', 'close', 'conformance'];
 
 export interface VerifyStep {
   readonly phase: VerifyPhase;
@@ -27,6 +46,8 @@ export interface VerifyStep {
   /** The error code of a failed phase. */
   readonly code?: string;
   readonly message?: string;
+  /** The conformance phase: how many cases passed, and each failed case with what it threw. */
+  readonly cases?: { readonly passed: number; readonly failed: readonly { readonly name: string; readonly message: string }[] };
 }
 
 /** What `bifro plugin verify` prints. */
@@ -55,6 +76,8 @@ export interface VerifyOptions {
   readonly initTimeoutMs?: number;
   /** Receives the plugin's own log lines; silent by default. */
   readonly logger?: Logger;
+  /** The options each kind of the plugin (by package name) is instantiated with: the config's, when it uses the plugin; `{}` when absent. */
+  readonly optionsFor?: (kind: PluginKind, name: string) => Readonly<Record<string, unknown>> | undefined;
 }
 
 const DEFAULT_VERIFY_TIMEOUT_MS = 5000;
@@ -63,9 +86,10 @@ const NO_USAGE: TenantUsageReader = { get: () => 0 };
 
 /**
  * Runs every load phase on one plugin, as the broker would, and reports each: resolve, manifest,
- * version, import, shape, then for every declared kind instantiate (with empty options),
- * instanceShape, init and close. `target` is a folder (relative to `cwd`, or a folder name in the
- * plugins directory) or a package name.
+ * version, import, shape, then for every declared kind instantiate (with the config's options for
+ * it, else empty ones), instanceShape, init and close, and the kind's conformance kit from
+ * `@bifro/spi/testing` on fresh instances. `target` is a folder (relative to `cwd`, or a folder
+ * name in the plugins directory) or a package name.
  */
 export async function verifyPlugin(target: string, opts: VerifyOptions): Promise<VerifyReport> {
   const steps: VerifyStep[] = [];
@@ -117,7 +141,8 @@ export async function verifyPlugin(target: string, opts: VerifyOptions): Promise
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'bifro-verify-'));
   try {
     for (const kind of manifest.kinds) {
-      steps.push(...(await verifyKind(pkg, kind, definition, { dataDir, cwd: opts.cwd, timeoutMs, logger })));
+      const options = opts.optionsFor?.(kind, pkg.name) ?? {};
+      steps.push(...(await verifyKind(pkg, kind, definition, { dataDir, cwd: opts.cwd, timeoutMs, logger, options })));
     }
   } finally {
     await fs.rm(dataDir, { recursive: true, force: true });
@@ -129,19 +154,20 @@ async function verifyKind(
   pkg: PluginPackage,
   kind: PluginKind,
   definition: PluginDefinition,
-  env: { dataDir: string; cwd: string; timeoutMs: number; logger: Logger },
+  env: { dataDir: string; cwd: string; timeoutMs: number; logger: Logger; options: Readonly<Record<string, unknown>> },
 ): Promise<VerifyStep[]> {
-  const context = {
+  const contextIn = (dataDir: string): PluginContext => ({
     name: pkg.name,
     version: pkg.version,
     dir: pkg.dir,
-    options: {},
+    options: env.options,
     logger: toPluginLogger(env.logger.child({ plugin: pkg.name, kind })),
-    dataDir: env.dataDir,
+    dataDir,
     configDir: env.cwd,
     spiVersion: SPI_VERSION,
     tenantUsage: NO_USAGE,
-  };
+  });
+  const context = contextIn(env.dataDir);
   let instance: { close?(): Promise<void> | void };
   try {
     instance = await createInstance(pkg, kind, definition, context, env.timeoutMs);
@@ -164,7 +190,62 @@ async function verifyKind(
       ? { phase: 'close', kind, status: 'ok' }
       : { phase: 'close', kind, status: 'failed', message: `plugin ${pkg.name}: ${kind} ${problem}` },
   );
+  // The kit: each case on a fresh instance (storage: in a fresh data directory), as the broker makes it.
+  const dirs = new Map<object, string>();
+  const create = async <K extends PluginKind>(k: K): Promise<PluginKindMap[K]> => {
+    const dataDir = await fs.mkdtemp(path.join(env.dataDir, 'case-'));
+    const created = await createInstance(pkg, k, definition, contextIn(dataDir), env.timeoutMs);
+    dirs.set(created, dataDir);
+    return created;
+  };
+  const destroy = async (i: object): Promise<void> => {
+    const dir = dirs.get(i);
+    dirs.delete(i);
+    if (dir !== undefined) await fs.rm(dir, { recursive: true, force: true });
+  };
+  const result = await runConformance(conformanceCases(kind, create, destroy, env.timeoutMs));
+  // The first line of what a case threw (assertion diffs run long).
+  const failed = result.failed.map((f) => ({ name: f.name, message: describeError(f.error).split('\n')[0]! }));
+  const cases = { passed: result.passed.length, failed };
+  steps.push(
+    failed.length === 0
+      ? { phase: 'conformance', kind, status: 'ok', cases }
+      : {
+          phase: 'conformance',
+          kind,
+          status: 'failed',
+          code: 'BIFRO_PLUGIN_CONFORMANCE_FAILED',
+          message: `plugin ${pkg.name}: ${failed.length} of ${failed.length + cases.passed} ${kind} conformance cases failed: ${failed.map((f) => f.name).join('; ')}`,
+          cases,
+        },
+  );
   return steps;
+}
+
+/** The `@bifro/spi/testing` kit of one kind over a factory of fresh instances. */
+function conformanceCases(
+  kind: PluginKind,
+  create: <K extends PluginKind>(k: K) => Promise<PluginKindMap[K]>,
+  destroy: (instance: object) => Promise<void>,
+  callTimeoutMs: number,
+): ConformanceCase[] {
+  const common = { destroy, callTimeoutMs };
+  switch (kind) {
+    case 'auth':
+      return authProviderConformance({ create: () => create('auth'), ...common });
+    case 'acl':
+      return accessControlConformance({ create: () => create('acl'), ...common });
+    case 'balancer':
+      return clientBalancerConformance({ create: () => create('balancer'), ...common });
+    case 'events':
+      return eventCollectorConformance({ create: () => create('events'), ...common });
+    case 'settings':
+      return settingProviderConformance({ create: () => create('settings'), ...common });
+    case 'throttler':
+      return resourceThrottlerConformance({ create: () => create('throttler'), ...common });
+    case 'storage':
+      return storageConformance({ create: () => create('storage'), ...common });
+  }
 }
 
 /** A folder (relative to cwd, or by folder name in the plugins directory) or a package name. */

@@ -204,11 +204,11 @@ describe('bifro: status and stop without a broker', () => {
 });
 
 describe('bifro: plugin commands', () => {
-  function writePlugin(dir: string, spi: string): void {
+  function writePlugin(dir: string, spi: string, name = 'bifro-test-future'): void {
     mkdirSync(dir, { recursive: true });
     writeFileSync(
       path.join(dir, 'package.json'),
-      JSON.stringify({ name: 'bifro-test-future', version: '3.0.0', main: 'index.js', bifro: { kinds: ['events'], spi } }),
+      JSON.stringify({ name, version: '3.0.0', main: 'index.js', bifro: { kinds: ['events'], spi } }),
     );
     writeFileSync(path.join(dir, 'index.js'), 'module.exports = { events: () => ({ wants: () => true, report() {} }) };\n');
   }
@@ -230,13 +230,23 @@ describe('bifro: plugin commands', () => {
     expect(r.stderr).toContain('^9.0.0');
   });
 
-  it('list shows discovered plugins with version, kinds, SPI range and compatibility', async () => {
+  it('list shows discovered plugins with version, kinds, SPI range, compatibility and whether they load; exits 1 for one that cannot', async () => {
     writePlugin(path.join(tmp, 'plugins', 'future'), '^9.0.0');
     const r = await run(['plugin', 'list', '--plugins-dir', 'plugins']);
-    expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/NAME\s+VERSION\s+KINDS\s+SPI\s+COMPATIBLE\s+SOURCE\s+USED FOR/);
-    expect(r.stdout).toMatch(/bifro-test-future\s+3\.0\.0\s+events\s+\^9\.0\.0\s+no\s+plugins-dir\s+-/);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/NAME\s+VERSION\s+KINDS\s+SPI\s+COMPATIBLE\s+LOADABLE\s+SOURCE\s+USED FOR/);
+    expect(r.stdout).toMatch(/bifro-test-future\s+3\.0\.0\s+events\s+\^9\.0\.0\s+no\s+no\s+plugins-dir\s+-/);
     expect(r.stdout).toContain('bifro-test-future: BIFRO_PLUGIN_SPI_MISMATCH');
+    expect(r.stderr).toContain('cannot be loaded (not used by the config): bifro-test-future');
+  });
+
+  it('list calls a compatible plugin whose module does not load not loadable, with the reason', async () => {
+    writePlugin(path.join(tmp, 'plugins', 'unbuilt'), '^1.0.0', 'bifro-test-unbuilt');
+    rmSync(path.join(tmp, 'plugins', 'unbuilt', 'index.js'));
+    const r = await run(['plugin', 'list', '--plugins-dir', 'plugins']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/bifro-test-unbuilt\s+3\.0\.0\s+events\s+\^1\.0\.0\s+yes\s+no\s+plugins-dir/);
+    expect(r.stdout).toContain('bifro-test-unbuilt: BIFRO_PLUGIN_IMPORT_FAILED');
   });
 });
 

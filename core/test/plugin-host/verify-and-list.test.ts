@@ -24,7 +24,6 @@ describe('verifyPlugin', () => {
     'auth-accept-second',
     'acl-defers',
     'acl-errors',
-    'events-throws',
     'multi-kind',
   ])('%s passes every phase', async (folder) => {
     const report = await verifyPlugin(folder, opts);
@@ -36,7 +35,9 @@ describe('verifyPlugin', () => {
       spiVersion: SPI_VERSION,
       dir: path.join(FIXTURES_DIR, folder),
     });
-    const perKind = report.kinds.flatMap((kind) => ['instantiate', 'instanceShape', 'init', 'close'].map((phase) => `${phase}:${kind}=ok`));
+    const perKind = report.kinds.flatMap((kind) =>
+      ['instantiate', 'instanceShape', 'init', 'close', 'conformance'].map((phase) => `${phase}:${kind}=ok`),
+    );
     expect(statusOf(report)).toEqual(['resolve=ok', 'manifest=ok', 'version=ok', 'import=ok', 'shape=ok', ...perKind]);
   });
 
@@ -52,6 +53,8 @@ describe('verifyPlugin', () => {
     ['bad-instance', 'instanceShape', 'BIFRO_PLUGIN_INSTANCE_INVALID'],
     ['init-throws', 'init', 'BIFRO_PLUGIN_INIT_FAILED'],
     ['init-hangs', 'init', 'BIFRO_PLUGIN_INIT_TIMEOUT'],
+    // Loads, but its report() throws: the events conformance kit says which cases failed.
+    ['events-throws', 'conformance', 'BIFRO_PLUGIN_CONFORMANCE_FAILED'],
   ];
 
   it.each(failures)('%s fails at %s with %s; earlier phases pass, later ones are skipped', async (folder, phase, code) => {
@@ -63,7 +66,32 @@ describe('verifyPlugin', () => {
     expect(report.steps.slice(index + 1).every((s) => s.status === 'skipped')).toBe(true);
     const phases = report.steps.map((s) => s.phase);
     expect(phases.slice(0, 5)).toEqual(['resolve', 'manifest', 'version', 'import', 'shape']);
-    expect(phases.slice(5, 9)).toEqual(['instantiate', 'instanceShape', 'init', 'close']);
+    expect(phases.slice(5, 10)).toEqual(['instantiate', 'instanceShape', 'init', 'close', 'conformance']);
+  });
+
+  it('names each failed conformance case with the first line of what it threw, and counts those that passed', async () => {
+    const report = await verifyPlugin('events-throws', opts);
+    const step = failed(report)[0]!;
+    expect(step.cases!.passed).toBeGreaterThan(0);
+    expect(step.cases!.failed.length).toBeGreaterThan(0);
+    for (const c of step.cases!.failed) {
+      expect(c.name).toMatch(/^events: /);
+      expect(c.message).toContain('collector is full');
+      expect(c.message).not.toContain('\n');
+    }
+    expect(step.message).toContain(
+      `${step.cases!.failed.length} of ${step.cases!.failed.length + step.cases!.passed} events conformance cases failed`,
+    );
+  });
+
+  it('instantiates with the options it is given for a kind (from the config, by the CLI)', async () => {
+    const withOptions = await verifyPlugin('valid-auth', {
+      ...opts,
+      optionsFor: (kind) => (kind === 'auth' ? { tenantId: 'from-config' } : undefined),
+    });
+    expect(withOptions.ok).toBe(true);
+    const throwing = await verifyPlugin('factory-throws', { ...opts, optionsFor: () => ({ anything: true }) });
+    expect(failed(throwing)[0]!.phase).toBe('instantiate');
   });
 
   it('reports the plugin identity even when the version check fails', async () => {
@@ -109,6 +137,7 @@ describe('listPlugins', () => {
       kinds: ['auth'],
       spiRange: '^1.0.0',
       compatible: true,
+      loadable: true,
       source: 'plugins-dir',
       usedFor: ['auth'],
       problem: undefined,
@@ -122,7 +151,19 @@ describe('listPlugins', () => {
     });
     expect(byName.get('@fixtures/manifest-invalid')).toMatchObject({
       compatible: false,
+      loadable: false,
       problem: { code: 'BIFRO_PLUGIN_MANIFEST_INVALID' },
+    });
+    // Compatible on paper, but the module cannot be loaded: said, with the reason.
+    expect(byName.get('@fixtures/broken-import')).toMatchObject({
+      compatible: true,
+      loadable: false,
+      problem: { code: 'BIFRO_PLUGIN_IMPORT_FAILED', message: expect.stringContaining('broken-import') },
+    });
+    expect(byName.get('@fixtures/wrong-shape')).toMatchObject({
+      compatible: true,
+      loadable: false,
+      problem: { code: 'BIFRO_PLUGIN_SHAPE_INVALID' },
     });
     expect(byName.has('@fixtures/no-manifest')).toBe(false);
     expect(byName.get('@fixtures/not-installed')).toMatchObject({

@@ -314,6 +314,11 @@ function finishConnect(
     if (conn.isClosed()) return;
     if (!allowed) {
       engine.emit('notAuthorizedClient', client, { remoteAddress: conn.origin.remoteAddress });
+      // Said where an operator looks first: an ACL chain whose plugins all defer denies (docs/spi/acl.md).
+      engine.logger.info(
+        { tenantId, userId: client.userId, clientId: client.clientId, remoteAddress: conn.origin.remoteAddress },
+        'connect denied by access control (a plugin denied it, or every ACL plugin deferred: an all-defer chain denies)',
+      );
       refuse(conn, RC.NotAuthorized, RC3.NotAuthorized, 'not authorized to connect');
       return;
     }
