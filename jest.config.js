@@ -2,7 +2,7 @@
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: 'node',
-  roots: ['<rootDir>/spi', '<rootDir>/core', '<rootDir>/plugins', '<rootDir>/test'],
+  roots: ['<rootDir>/spi', '<rootDir>/core', '<rootDir>/plugins', '<rootDir>/test', '<rootDir>/archetype'],
   testMatch: ['**/test/**/*.test.ts'],
   testPathIgnorePatterns: ['/node_modules/', '<rootDir>/(spi|core|core/bench|plugins/[^/]+|archetype)/dist/', '/fixtures/'],
   transform: {
