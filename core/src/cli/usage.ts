@@ -11,6 +11,10 @@ Commands:
   status                    say whether the broker is running (exit 0) or not (exit 3)
   plugin list               list the plugins found, their versions, kinds and compatibility
   plugin verify <dir|name>  run every load phase of one plugin and report each
+  plugin install <spec>     install a plugin (npm name[@version], .tgz or folder) with its
+                            dependencies into the plugins directory
+  plugin remove <name>      remove an installed plugin from the plugins directory
+  plugin search [words...]  list the plugins on the npm registry (keyword bifro-plugin)
   bench <scenario>          load-test any MQTT broker (bifro bench --help; --list: the scenarios)
   help [command]            show this help, or a command's
 
@@ -19,6 +23,10 @@ Options:
   -p, --port <n>            port of the first tcp listener, 0 = any free port        (start)
       --data-dir <dir>      data directory: pid file, log, storage          (start, stop, status)
       --plugins-dir <dir>   plugins directory                                   (start, plugin)
+      --registry <url>      npm registry instead of npm's setting    (plugin install, search)
+      --force               install the same version again; remove a plugin in use
+                                                                 (plugin install, remove)
+      --json                print the result as JSON                         (plugin search)
       --daemon              run in the background, logging to <dataDir>/bifro.log   (start)
       --workers <n>         worker processes sharing the tcp listeners, tenants split
                             between them (docs/multicore.md); default 1      (start)
@@ -52,12 +60,36 @@ Exit 1 when no broker is running.`,
 Prints whether the broker named by the pid file is running. Exit 0 when running, 3 when not.`,
   plugin: `Usage: bifro plugin list [--config F] [--plugins-dir P]
        bifro plugin verify <dir|name> [--config F] [--plugins-dir P]
+       bifro plugin install <name[@range|@version] | file.tgz | folder> [--config F] [--plugins-dir P]
+                            [--registry URL] [--force]
+       bifro plugin remove <name> [--config F] [--plugins-dir P] [--force]
+       bifro plugin search [words...] [--registry URL] [--json]
 
 list:   the plugins in the plugins directory and plugins.packages, with version, kinds, SPI
         range, whether they are compatible with this broker and which config entries use them.
 verify: runs resolve → manifest → version → import → shape → instantiate → instanceShape → init → close
         on one plugin
-        (a folder path, or a package name looked up like the broker does) and reports each phase.`,
+        (a folder path, or a package name looked up like the broker does) and reports each phase.
+
+install: fetches the package with npm (a name from the registry, a tarball, or a folder packed as
+         npm would publish it; paths start with ./ or / or end in .tgz), installs its runtime
+         dependencies into its own node_modules (not @bifro/spi: the broker shares its own) and
+         verifies it loads, all in a staging folder of the plugins directory; then moves it into
+         place as <pluginsDir>/<name> (@scope/name → scope+name). Refused, leaving the plugins
+         directory as it was: a package without a "bifro" field, an SPI range this broker does
+         not implement, an entry module that does not load. Phases that depend on the plugin's
+         options (instantiate, init) run with empty options: their failures are warnings.
+         An installed other version is replaced (upgraded or downgraded); the same version only
+         with --force. npm's configuration applies (.npmrc, npm_config_* variables); --registry
+         overrides the registry. The broker loads plugins when it starts: restart it to use the
+         plugin (with --workers: \`kill -TERM <worker pid>\`, one worker at a time; the primary
+         restarts it with the new version).
+
+remove:  deletes the folder of that package from the plugins directory; refused while the loaded
+         config uses the plugin (the keys are named) unless --force.
+
+search:  packages with the keyword bifro-plugin on the registry (--registry, else npm's), with
+         their latest version, description, SPI range and whether this broker's SPI fits.`,
 };
 
 const COMMON = {
@@ -76,7 +108,13 @@ export const COMMAND_OPTIONS = {
   },
   stop: { ...COMMON, 'data-dir': { type: 'string' } },
   status: { ...COMMON, 'data-dir': { type: 'string' } },
-  plugin: { ...COMMON, 'plugins-dir': { type: 'string' } },
+  plugin: {
+    ...COMMON,
+    'plugins-dir': { type: 'string' },
+    registry: { type: 'string' },
+    force: { type: 'boolean' },
+    json: { type: 'boolean' },
+  },
 } as const;
 
 export type CommandName = keyof typeof COMMAND_OPTIONS;
@@ -89,6 +127,12 @@ export interface CommandArgs {
   readonly pluginsDir?: string;
   /** `start --workers N`. */
   readonly workers?: number;
+  /** `plugin install|search --registry URL`. */
+  readonly registry?: string;
+  /** `plugin install|remove --force`. */
+  readonly force?: boolean;
+  /** `plugin search --json`. */
+  readonly json?: boolean;
   readonly daemon: boolean;
   readonly help: boolean;
   readonly positionals: readonly string[];
@@ -132,6 +176,9 @@ export function parseCommandArgs(command: CommandName, args: readonly string[]):
     ...optional('dataDir', text('data-dir')),
     ...optional('pluginsDir', text('plugins-dir')),
     ...optional('workers', workers),
+    ...optional('registry', text('registry')),
+    ...(values.force === true ? { force: true } : {}),
+    ...(values.json === true ? { json: true } : {}),
   };
   return result;
 }

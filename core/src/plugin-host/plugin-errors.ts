@@ -56,6 +56,11 @@ export const PLUGIN_ERRORS = defineErrors({
     summary: 'The object a factory returned lacks a method its kind requires (e.g. `authenticate`, `checkPermission`).',
     remedy: 'Make the factory return an object implementing the kind interface of @bifro/spi; run `bifro plugin verify` on it.',
   },
+  BIFRO_PLUGIN_CONFORMANCE_FAILED: {
+    summary: "`bifro plugin verify`: the plugin loads, but cases of its kind's conformance kit (@bifro/spi/testing) fail.",
+    remedy:
+      "Run the same kit in the plugin's own tests (`registerConformance(<kind>Conformance(...), { it })`) and fix the cases named in the message.",
+  },
   BIFRO_PLUGIN_INIT_FAILED: {
     summary: "The plugin's `init()` threw or rejected.",
     remedy: "Fix what the plugin reports (unreachable backend, missing file, bad options); the plugin's error is in the message.",
@@ -67,6 +72,49 @@ export const PLUGIN_ERRORS = defineErrors({
   BIFRO_PLUGIN_STORAGE_MISSING: {
     summary: 'No storage plugin is configured and the default `@bifro/plugin-storage-level` is not installed.',
     remedy: 'Set `plugins.storage` to a storage plugin, or install `@bifro/plugin-storage-level`.',
+  },
+  BIFRO_PLUGIN_NPM_MISSING: {
+    summary: '`bifro plugin install` (or `search`) needs the npm client, and `npm` is not on the PATH.',
+    remedy: 'Install Node.js with npm, or put the folder holding `npm` on the PATH of the user running bifro.',
+  },
+  BIFRO_PLUGIN_FETCH_FAILED: {
+    summary:
+      '`bifro plugin install` could not get the package: npm found no such package or version, no such tarball or folder, or could not download it.',
+    remedy:
+      "Check the name and version (`npm view <name> versions`), the path, and the registry (`--registry`, or npm's `registry` setting in .npmrc); npm's message is quoted.",
+  },
+  BIFRO_PLUGIN_REGISTRY_UNREACHABLE: {
+    summary: 'The npm registry did not answer: connection refused, unknown host or timeout.',
+    remedy:
+      "Check the URL given with `--registry` (or npm's `registry` setting: `npm config get registry`) and the network; behind a proxy, set npm's `proxy` / `https-proxy`.",
+  },
+  BIFRO_PLUGIN_DEPENDENCIES_FAILED: {
+    summary: "`bifro plugin install` could not install the plugin's runtime dependencies with npm.",
+    remedy:
+      'Read the quoted npm error: a dependency missing from the registry, a network problem, or a failing install script of a dependency (its output is in the npm log named there).',
+  },
+  BIFRO_PLUGIN_ALREADY_INSTALLED: {
+    summary: 'The version of the plugin being installed is the one already in the plugins directory.',
+    remedy: 'Nothing to do; `bifro plugin install --force` installs it again (fresh dependencies).',
+  },
+  BIFRO_PLUGIN_INSTALL_FAILED: {
+    summary:
+      'The plugin package could not be unpacked or moved into the plugins directory (tar missing, folder name taken, permission denied).',
+    remedy:
+      'Check that the plugins directory is writable by this user and that `tar` is installed; a folder named in the message that holds another package has to be moved first.',
+  },
+  BIFRO_PLUGIN_NOT_INSTALLED: {
+    summary: '`bifro plugin remove` found no folder of the plugins directory holding that package.',
+    remedy:
+      'Check the package name (`bifro plugin list` shows them) and the plugins directory (`--plugins-dir`, `pluginsDir` in the config).',
+  },
+  BIFRO_PLUGIN_IN_USE: {
+    summary: '`bifro plugin remove` refuses to remove a plugin the configuration uses: the broker would not start without it.',
+    remedy: 'Remove the config entries named in the message first, or pass `--force` to remove the plugin anyway.',
+  },
+  BIFRO_PLUGIN_SEARCH_FAILED: {
+    summary: "The registry's search API answered with an error or not with npm's search JSON.",
+    remedy: 'Check that the registry URL names an npm registry (`--registry`, or `npm config get registry`); its answer is quoted.',
   },
 });
 
