@@ -129,7 +129,9 @@ describe('bifro plugin install', () => {
     expect(verify.stdout).toContain(`Verifying ${PLUGIN}@1.0.0: folder ${dir}`);
     expect(verify.stdout).toContain('passed every phase');
     const list = await plugin('list');
-    expect(list.stdout).toMatch(new RegExp(`${PLUGIN.replace('/', '\\/')}\\s+1\\.0\\.0\\s+events\\s+\\^1\\.0\\.0\\s+yes\\s+yes\\s+plugins-dir`));
+    expect(list.stdout).toMatch(
+      new RegExp(`${PLUGIN.replace('/', '\\/')}\\s+1\\.0\\.0\\s+events\\s+\\^1\\.0\\.0\\s+yes\\s+yes\\s+plugins-dir`),
+    );
   }, 60_000);
 
   it('installs a tarball made by npm pack', async () => {
