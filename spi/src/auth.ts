@@ -57,6 +57,14 @@ export interface AuthOk {
   readonly responseInfo?: string;
   /** v5 user properties added to CONNACK. */
   readonly userProperties?: UserProperties;
+  /**
+   * When the credentials stop being valid (ms since the epoch; e.g. a JWT's `exp`), SPI 1.2.0. The
+   * broker ends the connection then: MQTT 5 DISCONNECT 0xA0 (Maximum connect time), MQTT 3 closed,
+   * reported as a `byServer` event with `reason: 'credentials expired'`. An MQTT 5 client may
+   * re-authenticate (AUTH 0x19) before: a success carrying a later `expiresAt` moves the deadline.
+   * Absent: the credentials do not expire while connected.
+   */
+  readonly expiresAt?: number;
 }
 
 /** The client is refused. */

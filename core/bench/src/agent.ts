@@ -127,7 +127,13 @@ export class Agent {
   private async open(id: string, clean: boolean): Promise<BenchClient> {
     if (this.failed || this.stopping) throw new Error('stopped');
     const { plan, target, setupTimeoutMs } = this.init;
-    const client = await BenchClient.open(target, id, encodeConnect(id, plan.keepalive, clean, this.version), setupTimeoutMs, this.version);
+    const client = await BenchClient.open(
+      target,
+      id,
+      encodeConnect(id, plan.keepalive, clean, this.version, plan.credentials),
+      setupTimeoutMs,
+      this.version,
+    );
     if (this.failed || this.stopping) {
       client.close();
       throw new Error('stopped');
@@ -293,7 +299,7 @@ export class Agent {
           continue;
         }
         try {
-          const c = await BenchClient.open(target, id, encodeConnect(id, 0, true, this.version), ms, this.version);
+          const c = await BenchClient.open(target, id, encodeConnect(id, 0, true, this.version, plan.credentials), ms, this.version);
           c.socket.end(DISCONNECT);
         } catch {
           left++;

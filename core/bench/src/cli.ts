@@ -24,6 +24,7 @@ import {
   type Timing,
 } from './scenario';
 import { SCENARIOS, findScenario } from './scenarios';
+import type { Credentials } from './plan';
 
 /** A command line `bifro bench` cannot run; the CLI reports it as a usage error (exit 2). */
 export class BenchUsageError extends Error {
@@ -57,6 +58,8 @@ const MAX_WORKERS = 64;
 const COMMON_OPTIONS = `Options:
   --host <host>        broker host (127.0.0.1)
   --port <n>           broker port (1883)
+  --username <name>    user name in every CONNECT (a broker with an auth plugin); with
+  --password <text>    its password (visible in the process list: for test credentials)
   --pid <n>            the broker's process id, when it runs on this machine: adds its CPU use
                        and, for idle-connections, its memory per connection
   --duration <s>       measured window in seconds (${DEFAULT_TIMING.measureMs / 1000}; --quick: ${QUICK_TIMING.measureMs / 1000})
@@ -108,7 +111,7 @@ Examples:
 }
 
 const BOOLEAN_FLAGS = new Set(['json', 'list', 'quick', 'progress', 'quiet', 'help']);
-const VALUE_FLAGS = new Set(['host', 'port', 'pid', 'duration', 'warmup', 'workers']);
+const VALUE_FLAGS = new Set(['host', 'port', 'pid', 'duration', 'warmup', 'workers', 'username', 'password']);
 
 /** Every parameter flag some scenario knows. */
 function knownParamFlags(): Set<string> {
@@ -222,7 +225,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchCommand {
     options: {
       scenario,
       params,
-      target: pid === undefined ? { host, port } : { host, port, pid },
+      target: { host, port, ...(pid === undefined ? {} : { pid }), ...credentialsOf(flags) },
       timing,
       workers,
       json: bools.has('json'),
@@ -230,6 +233,18 @@ export function parseBenchArgs(argv: readonly string[]): BenchCommand {
       quick,
     },
   };
+}
+
+/** `--username` (and `--password`, which needs it) as the run's credentials. */
+function credentialsOf(flags: ReadonlyMap<string, string>): { credentials?: Credentials } {
+  const username = flags.get('username');
+  const password = flags.get('password');
+  if (username === undefined) {
+    if (password !== undefined) throw new BenchUsageError('--password needs --username');
+    return {};
+  }
+  if (username === '') throw new BenchUsageError('--username needs a value');
+  return { credentials: password === undefined ? { username } : { username, password } };
 }
 
 function perSecond(n: number): string {

@@ -22,7 +22,13 @@ export const SESSION_EXPIRY_S = 300;
  * CONNECT; `clean: false` asks for a persistent session (MQTT 5: clean start 0 with a session
  * expiry interval of `SESSION_EXPIRY_S`).
  */
-export function encodeConnect(clientId: string, keepalive = 0, clean = true, version: MqttVersion = 4): Buffer {
+export function encodeConnect(
+  clientId: string,
+  keepalive = 0,
+  clean = true,
+  version: MqttVersion = 4,
+  credentials?: { readonly username: string; readonly password?: string },
+): Buffer {
   return mqtt.generate(
     {
       cmd: 'connect',
@@ -31,6 +37,8 @@ export function encodeConnect(clientId: string, keepalive = 0, clean = true, ver
       clientId,
       clean,
       keepalive,
+      ...(credentials === undefined ? {} : { username: credentials.username }),
+      ...(credentials?.password === undefined ? {} : { password: Buffer.from(credentials.password) }),
       ...(version === 5 && !clean ? { properties: { sessionExpiryInterval: SESSION_EXPIRY_S } } : {}),
     },
     { protocolVersion: version },

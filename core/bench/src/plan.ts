@@ -35,8 +35,16 @@ export interface IdlePlan {
   readonly clean: boolean;
 }
 
+/** What every CONNECT of the run authenticates with. */
+export interface Credentials {
+  readonly username: string;
+  readonly password?: string;
+}
+
 export interface Plan {
   readonly version: MqttVersion;
+  /** User name and password in every CONNECT; none when absent. */
+  readonly credentials?: Credentials;
   /** Keepalive (s) in every CONNECT; with > 0 the generator sends PINGREQ at half that interval. */
   readonly keepalive: number;
   /** Handshakes in progress at a time, over all workers. */

@@ -13,13 +13,15 @@ import { Worker } from 'node:worker_threads';
 import { Agent, type AgentInit, type AgentReport, type FromAgent, type ToAgent } from './agent';
 import type { Endpoint } from './bench-client';
 import { Histogram, type LatencySummary } from './histogram';
-import { connectionCount, type Plan } from './plan';
+import { connectionCount, type Credentials, type Plan } from './plan';
 import { readCpuSeconds, readRssBytes } from './proc-stats';
 import { Phase, SharedState, Slot, Totals, deltas, snapshot, type Deltas } from './shared-state';
 
 /** The broker under load. `pid` enables memory and CPU readings of the broker. */
 export interface Target extends Endpoint {
   readonly pid?: number;
+  /** User name and password in every CONNECT (a broker with an auth plugin). */
+  readonly credentials?: Credentials;
 }
 
 export interface Timing {
@@ -339,7 +341,8 @@ export async function runScenario<P extends ScenarioParams>(
     notes.push('ran in the main thread: worker threads need the built load generator (core/bench/dist)');
     workers = 0;
   }
-  const plan = scenario.plan(params, { tag: newTag(), target });
+  const planned = scenario.plan(params, { tag: newTag(), target });
+  const plan: Plan = target.credentials === undefined ? planned : { ...planned, credentials: target.credentials };
   const connections = connectionCount(plan);
   const agents = workers === 0 ? 1 : Math.max(1, Math.min(workers, connections));
   const state = SharedState.create(plan.subscribers.length);

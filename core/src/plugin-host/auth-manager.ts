@@ -19,6 +19,14 @@ function providerFailed(plugin: GuardedPlugin<'auth'>): AuthOutcome {
   return { type: 'reject', reason: 'error', text: `auth provider ${plugin.name} failed` };
 }
 
+/** `expiresAt` (SPI 1.2.0), when given, is a time: a finite number of ms since the epoch. */
+function expiresAtProblem(result: object): string | undefined {
+  const at = (result as { expiresAt?: unknown }).expiresAt;
+  return at === undefined || (typeof at === 'number' && Number.isFinite(at) && at > 0)
+    ? undefined
+    : `answered expiresAt ${String(at)}, not a time`;
+}
+
 /** Why an auth answer is unusable, or undefined when it is fine. */
 function authResultProblem(result: unknown): string | undefined {
   if (typeof result !== 'object' || result === null) return `answered ${String(result)} instead of an AuthResult`;
@@ -27,7 +35,7 @@ function authResultProblem(result: unknown): string | undefined {
   if (r.type === 'ok') {
     if (typeof r.tenantId !== 'string' || r.tenantId === '') return 'answered ok without a tenantId';
     if (typeof r.userId !== 'string') return 'answered ok without a userId';
-    return undefined;
+    return expiresAtProblem(result);
   }
   if (r.type === 'reject')
     return typeof r.reason === 'string' && REJECT_REASONS.has(r.reason) ? undefined : `rejected with unknown reason ${String(r.reason)}`;
@@ -43,7 +51,7 @@ function extendedResultProblem(result: unknown): string | undefined {
       return undefined;
     case 'success':
       return typeof r.tenantId === 'string' && r.tenantId !== '' && typeof r.userId === 'string'
-        ? undefined
+        ? expiresAtProblem(result)
         : 'answered success without tenantId/userId';
     case 'failed':
       return typeof r.reason === 'string' && REJECT_REASONS.has(r.reason) ? undefined : `failed with unknown reason ${String(r.reason)}`;

@@ -148,8 +148,13 @@ export interface ConnectionPort extends SessionLink, AckSink {
 
   /** Hold further frames until `work` settles (a plugin answered asynchronously): packet order is kept. */
   hold(work: Promise<unknown>): void;
-  /** CONNACK accepted: the client is connected; keep alive (seconds, never 0) is armed. */
-  accept(client: ClientInfo, keepAlive: number): void;
+  /**
+   * CONNACK accepted: the client is connected; keep alive (seconds, never 0) is armed, and the end
+   * of the connection when its credentials expire (`credentialsExpireAt`, ms since the epoch; 0: never).
+   */
+  accept(client: ClientInfo, keepAlive: number, credentialsExpireAt?: number): void;
+  /** A re-authentication succeeded: its credentials expire at `expiresAt` (0: never). */
+  renewCredentials(expiresAt: number): void;
   /** Handle the packets that came after CONNECT and before CONNACK (called once CONNACK is sent). */
   replayEarlyFrames(): void;
 

@@ -2,7 +2,7 @@ import type { Duplex } from 'node:stream';
 import mqtt, { type IDisconnectPacket, type Packet } from 'mqtt-packet';
 import type { ClientInfo, ProtocolVersion } from '@bifro/spi';
 import type { ConnectLimits, Engine, LiveLimits } from '../broker/engine';
-import { COUNTER, type TenantState } from '../tenancy/tenant-usage';
+import type { TenantState } from '../tenancy/tenant-usage';
 import type { Session, Delivery } from '../session/session';
 import type { WheelEntry } from '../session/timer-wheel';
 import { FrameReader, type FrameSink } from '../codec/frame-reader';
@@ -21,9 +21,10 @@ import type {
   PendingConnect,
   ProtocolErrorEvent,
 } from './connection-port';
-import { canWrite, ConnectionMeters, meterInbound, OUTBOUND_RATE, queueOverflowed, throttleTenantInbound } from './flow-control';
+import { canWrite, ConnectionMeters, meterInbound, meterOutbound, queueOverflowed, throttleTenantInbound } from './flow-control';
 import { encodeV5Publish, type OutboundAliases } from './outbound-aliases';
 import { flushAcks, queueAck } from './ack-queue';
+import { connectionEnded } from './connection-end';
 
 import type { ConnectionOrigin } from '../transport/connection-origin';
 
@@ -86,6 +87,8 @@ export class MqttConnection implements ConnectionPort, WheelEntry, FrameSink {
   requestProblemInfo = true;
   normalDisconnect = false;
   closeCause: CloseCause | undefined;
+  /** When the client's credentials expire (the auth plugin's `expiresAt`, ms since the epoch; 0: never). */
+  private credentialsExpireAt = 0;
   authExchange: AuthExchange | undefined;
   authMethod: string | undefined;
   pendingConnect: PendingConnect | undefined;
@@ -269,6 +272,11 @@ export class MqttConnection implements ConnectionPort, WheelEntry, FrameSink {
         return 0;
       }
     }
+    if (this.credentialsExpireAt !== 0 && now >= this.credentialsExpireAt) {
+      // The auth plugin's expiresAt passed without a re-authentication (v5 AUTH 0x19) moving it: event byServer.
+      this.disconnect(RC.MaximumConnectTime, 'credentials expired');
+      return 0;
+    }
     if (this.keepAlive > 0 && now >= this.keepAliveDeadline()) {
       this.closeCause = 'reported';
       this.engine.emit('idle', this.client, { remoteAddress: this.origin.remoteAddress, keepAlive: this.keepAlive });
@@ -282,7 +290,7 @@ export class MqttConnection implements ConnectionPort, WheelEntry, FrameSink {
   private nextDeadline(): number {
     const keepAlive = this.keepAlive > 0 ? this.keepAliveDeadline() : Infinity;
     const packet = this.reader.partialSince !== 0 ? this.packetDeadline() : Infinity;
-    const next = Math.min(keepAlive, packet);
+    const next = Math.min(keepAlive, packet, this.credentialsExpireAt === 0 ? Infinity : this.credentialsExpireAt);
     return next === Infinity ? 0 : next;
   }
 
@@ -300,12 +308,17 @@ export class MqttConnection implements ConnectionPort, WheelEntry, FrameSink {
   }
 
   /** Arms keep alive (and the packet deadline of a packet already begun). */
-  accept(client: ClientInfo, keepAlive: number): void {
+  accept(client: ClientInfo, keepAlive: number, credentialsExpireAt = 0): void {
     this.client = client;
     this.live = this.engine.liveLimits(client.tenantId);
     this.tenant = this.engine.usage.state(client.tenantId);
     this.keepAlive = keepAlive;
     this.state = 'connected';
+    this.renewCredentials(credentialsExpireAt);
+  }
+
+  renewCredentials(expiresAt: number): void {
+    this.credentialsExpireAt = expiresAt;
     const next = this.nextDeadline();
     if (next > 0) this.engine.wheel.schedule(this, next);
     else this.engine.wheel.cancel(this);
@@ -365,13 +378,7 @@ export class MqttConnection implements ConnectionPort, WheelEntry, FrameSink {
     this.write(buf);
     // qos0Pushed/qos1Pushed/qos2Pushed: one boolean when no collector wants them.
     if (this.engine.pushWanted) this.engine.pushed(this.client!, d, packetId, dup);
-    const size = buf.length;
-    const tenant = this.tenant;
-    tenant.counters[COUNTER.messagesOut]++;
-    tenant.counters[COUNTER.bytesOut]! += size;
-    const now = this.engine.wheel.now;
-    tenant.countRate(OUTBOUND_RATE, size, now);
-    this.m.countSent(size, now);
+    meterOutbound(this, buf.length);
     return true;
   }
 
@@ -482,16 +489,13 @@ export class MqttConnection implements ConnectionPort, WheelEntry, FrameSink {
     }
     const session = this.session;
     if (!wasConnected || session === undefined || this.client === undefined) return;
-    this.engine.usage.add(this.client.tenantId, 'TotalConnections', -1);
-    // Flapping detection (security.flapping): every end of a connected session counts, except at shutdown.
-    if (!this.engine.shuttingDown) this.engine.gate.disconnected(this.client);
-    if (session.link === this) this.engine.sessionDisconnected(session, !this.normalDisconnect);
-    const cause = this.closeCause;
-    if (cause === 'reported') return;
-    const remoteAddress = this.origin.remoteAddress;
-    if (cause !== undefined)
-      this.engine.emit(cause.type, this.client, { remoteAddress, reasonCode: cause.reasonCode, reason: cause.reason });
-    // Closed without a reason while the broker stops: the broker's doing.
-    else this.engine.emit(this.engine.shuttingDown ? 'byServer' : 'channelError', this.client, { remoteAddress });
+    connectionEnded(this.engine, {
+      client: this.client,
+      session,
+      link: this,
+      normal: this.normalDisconnect,
+      cause: this.closeCause,
+      remoteAddress: this.origin.remoteAddress,
+    });
   }
 }

@@ -10,7 +10,7 @@ import type { Engine, LiveLimits } from '../broker/engine';
 import type { Session } from '../session/session';
 import type { CloseCause, ConnectionState } from './connection-port';
 import type { ConnectionOrigin } from '../transport/connection-origin';
-import { resourceIndex } from '../tenancy/tenant-usage';
+import { COUNTER, resourceIndex, type TenantState } from '../tenancy/tenant-usage';
 
 /** Index of the tenant's outbound bytes per second in its usage. */
 export const OUTBOUND_RATE = resourceIndex('TotalOutboundBytesPerSecond');
@@ -93,6 +93,16 @@ export interface MeteredConnection {
   readonly holding: boolean;
   closeCause: CloseCause | undefined;
   destroy(): void;
+}
+
+/** A PUBLISH of `size` bytes was written: the tenant's messages and bytes out, its outbound rate, the connection's send meter. */
+export function meterOutbound(conn: Pick<MeteredConnection, 'engine' | 'm'> & { readonly tenant: TenantState }, size: number): void {
+  const tenant = conn.tenant;
+  tenant.counters[COUNTER.messagesOut]++;
+  tenant.counters[COUNTER.bytesOut]! += size;
+  const now = conn.engine.wheel.now;
+  tenant.countRate(OUTBOUND_RATE, size, now);
+  conn.m.countSent(size, now);
 }
 
 /**

@@ -7,4 +7,6 @@ export interface Identity {
   readonly attrs?: Readonly<Record<string, string>>;
   readonly responseInfo?: string;
   readonly userProperties?: UserProperties;
+  /** When the credentials expire (ms since the epoch); the connection ends then (SPI 1.2.0 `AuthOk.expiresAt`). */
+  readonly expiresAt?: number;
 }

@@ -66,6 +66,11 @@ describe('bifro bench arguments', () => {
     expect(l.target).toEqual({ host: '127.0.0.1', port: 1883, pid: 42 });
     expect([l.workers, l.json, l.progress]).toEqual([0, true, false]);
 
+    expect(run(['idle-connections', '--username', 'bench', '--password', 'pw']).target).toEqual({
+      host: '127.0.0.1',
+      port: 1883,
+      credentials: { username: 'bench', password: 'pw' },
+    });
     expect(run(['qos1-pairs', '--persistent']).params.persistent).toBe(1);
     expect(run(['qos1-pairs', '--persistent', '--pairs', '3']).params).toMatchObject({ persistent: 1, pairs: 3 });
     expect(run(['--persistent', 'fan-out']).params).toMatchObject({ persistent: 1, subscribers: 50 });
@@ -108,6 +113,7 @@ describe('bifro bench arguments', () => {
     expect(usageError(['fan-in', '--port', '1883', '--port', '1884'])).toMatch(/--port given twice/);
     expect(usageError(['fan-in', '--workers', '99'])).toMatch(/--workers must be 0\.\.64/);
     expect(usageError(['fan-in', '--duration', '0'])).toMatch(/--duration must be 0\.1\.\./);
+    expect(usageError(['idle-connections', '--password', 'x'])).toMatch(/--password needs --username/);
     expect(usageError(['fan-in', '--json=yes'])).toMatch(/--json takes no value/);
     expect(usageError(['fan-in', '--progress', '--quiet'])).toMatch(/contradict/);
   });

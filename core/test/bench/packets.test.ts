@@ -45,6 +45,17 @@ describe('pre-encoded packets', () => {
     expect(decode(encodeConnect('p5', 0, false, 5), 5)[0]).toMatchObject({ clean: false, properties: { sessionExpiryInterval: 300 } });
   });
 
+  it("puts the run's credentials in CONNECT (a broker with an auth plugin)", () => {
+    const c = decode(encodeConnect('u1', 0, true, 4, { username: 'bench', password: 's3cret' }))[0] as {
+      username?: string;
+      password?: Buffer;
+    };
+    expect(c.username).toBe('bench');
+    expect(c.password?.toString()).toBe('s3cret');
+    expect(decode(encodeConnect('u2', 0, true, 5, { username: 'only' }), 5)[0]).toMatchObject({ username: 'only' });
+    expect((decode(encodeConnect('u3'))[0] as { username?: string }).username).toBeUndefined();
+  });
+
   it('writes the MQTT 5 property length in SUBSCRIBE and PUBLISH', () => {
     const sub = encodeSubscribe(2, 't', 1, 5);
     expect(decode(sub, 5)[0]).toMatchObject({ cmd: 'subscribe', messageId: 2, subscriptions: [{ topic: 't', qos: 1 }] });

@@ -76,6 +76,8 @@ export function handleAuth(conn: ConnectionPort, packet: IAuthPacket): void {
         conn.disconnect(RC.NotAuthorized, result.type === 'failed' ? result.text : 'tenant changed on re-authentication');
         return;
       }
+      // The new credentials' lifetime replaces the old one's (none: they do not expire).
+      conn.renewCredentials(result.expiresAt ?? 0);
       conn.send({
         cmd: 'auth',
         reasonCode: 0,

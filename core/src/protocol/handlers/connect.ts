@@ -420,7 +420,7 @@ function finishConnect(
       connack.returnCode = RC3.Accepted;
     }
     const bytes = connackBytes(conn, connack);
-    conn.accept(client, keepAlive);
+    conn.accept(client, keepAlive, identity.expiresAt ?? 0);
     if (bytes === undefined) {
       // Even without its optional parts the CONNACK exceeds the client's Maximum Packet Size: nothing can be sent [MQTT-3.1.2-24].
       session.attach(conn);

@@ -87,9 +87,15 @@ export class TestPort implements ConnectionPort {
   hold(work: Promise<unknown>): void {
     this.held.push(work);
   }
-  accept(client: ClientInfo): void {
+  /** The credentials' expiry the handlers armed (0: never). */
+  credentialsExpireAt = 0;
+  accept(client: ClientInfo, _keepAlive: number, credentialsExpireAt = 0): void {
     this.client = client;
     this.state = 'connected';
+    this.credentialsExpireAt = credentialsExpireAt;
+  }
+  renewCredentials(expiresAt: number): void {
+    this.credentialsExpireAt = expiresAt;
   }
   replayEarlyFrames(): void {}
 
