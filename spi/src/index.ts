@@ -8,6 +8,7 @@ export * from './version';
 export * from './common';
 export * from './auth';
 export * from './acl';
+export * from './acl-rules';
 export * from './balancer';
 export * from './events';
 export * from './settings';
