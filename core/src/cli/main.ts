@@ -7,6 +7,7 @@
  *   bifro status [--config F] [--data-dir D]
  *   bifro plugin list [--config F] [--plugins-dir P]
  *   bifro plugin verify <dir|name> [--config F] [--plugins-dir P]
+ *   bifro passwd [-c|-D] [--tenant T] [--password-stdin] [--scram] [--attr K=V]... FILE USER   (@bifro/plugin-auth-file)
  *   bifro bench <scenario> [--host H] [--port N] [params...] | --list   (core/bench: the load generator)
  *   bifro help [command] | --help | --version
  *
@@ -26,11 +27,12 @@ import { UsageError } from './cli-errors';
 import { EXIT, type CliIo } from './cli-io';
 import { reportError } from './error-report';
 import { benchCommand, benchUsage } from './commands/bench';
+import { passwdCommand } from './commands/passwd';
 import { pluginCommand } from './commands/plugin';
 import { startCommand } from './commands/start';
 import { statusCommand } from './commands/status';
 import { stopCommand } from './commands/stop';
-import { COMMAND_OPTIONS, COMMAND_USAGE, USAGE, parseCommandArgs, type CommandName } from './usage';
+import { COMMAND_OPTIONS, COMMAND_USAGE, PASSWD_USAGE, USAGE, parseCommandArgs, type CommandName } from './usage';
 
 /** The version of @bifro/core (this CLI). */
 export function cliVersion(): string {
@@ -69,12 +71,14 @@ export async function main(argv: readonly string[], io: CliIo, script: string = 
       const topic = rest[0];
       if (topic === undefined) io.out(USAGE);
       else if (topic === 'bench') io.out(benchUsage(io));
+      else if (topic === 'passwd') io.out(PASSWD_USAGE);
       else if (isCommand(topic)) io.out(COMMAND_USAGE[topic] ?? USAGE);
       else throw new UsageError(`unknown command "${topic}"`);
       return EXIT.OK;
     }
     if (first.startsWith('-')) throw new UsageError(`unknown option "${first}" (options go after the command)`);
     if (first === 'bench') return await benchCommand(rest, io);
+    if (first === 'passwd') return await passwdCommand(rest, io, undefined, PASSWD_USAGE);
     if (!isCommand(first)) throw new UsageError(`unknown command "${first}"`);
 
     const args = parseCommandArgs(first, rest);

@@ -15,6 +15,8 @@ Commands:
                             dependencies into the plugins directory
   plugin remove <name>      remove an installed plugin from the plugins directory
   plugin search [words...]  list the plugins on the npm registry (keyword bifro-plugin)
+  passwd [-c|-D] FILE USER  create or edit a password file of @bifro/plugin-auth-file, like
+                            mosquitto_passwd (bifro help passwd)
   bench <scenario>          load-test any MQTT broker (bifro bench --help; --list: the scenarios)
   help [command]            show this help, or a command's
 
@@ -91,6 +93,31 @@ remove:  deletes the folder of that package from the plugins directory; refused 
 search:  packages with the keyword bifro-plugin on the registry (--registry, else npm's), with
          their latest version, description, SPI range and whether this broker's SPI fits.`,
 };
+
+/** `bifro passwd` parses its own options (-c is "create" there, not --config). */
+export const PASSWD_USAGE = `Usage: bifro passwd [-c [--force]] [--tenant T] [--password-stdin] [--scram [--scram-iterations N]]
+                   [--attr NAME=VALUE]... FILE USER
+       bifro passwd -D [--tenant T] FILE USER
+
+Adds a user to the password file of @bifro/plugin-auth-file, or changes its password (scrypt,
+N=2^15 r=8 p=1), like mosquitto_passwd. The password is asked twice on the terminal without echo,
+or read as one line of standard input with --password-stdin; never given on the command line.
+Other lines (comments, other users, mosquitto $7$ lines) are kept. The file is replaced
+atomically (temporary file + rename) with mode 0600; a running broker reloads it.
+
+  -c                   create FILE (refused when it exists, unless --force replaces it)
+  -D                   delete USER
+      --tenant T       the user's tenant, written on the line (tenant:user:...); without it the
+                       line names none and the plugin option \`tenant\` applies (default "default")
+      --password-stdin read the password from the first line of standard input
+      --scram          also store SCRAM-SHA-256 and SCRAM-SHA-512 credentials (salted keys) for
+                       MQTT 5 enhanced authentication; kept up to date once a line has them
+      --scram-iterations N  PBKDF2 iterations of new SCRAM credentials (default 4096, at least 4096)
+      --attr NAME=VALUE     set an attribute (repeatable; --attr NAME removes it); others are kept
+  -h, --help           show this help
+
+Exit codes: 0 ok, 1 failure (file missing without -c, exists with -c, unknown user for -D,
+passwords differ, cannot write), 2 usage error.`;
 
 const COMMON = {
   config: { type: 'string', short: 'c' },
