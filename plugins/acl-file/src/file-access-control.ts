@@ -1,8 +1,8 @@
+import { FileWatcher } from '@bifro/spi';
 import * as fs from 'node:fs';
 import type { AccessAction, AccessControl, AccessDecision, ClientInfo, PluginLogger } from '@bifro/spi';
 import { EMPTY_RULE_SET, parseAclFile, scopesFor, type CompiledScope, type RuleSet } from './acl-file-format';
 import { AclFileError, PLUGIN_NAME } from './errors';
-import { FileWatcher } from './file-watcher';
 import type { AclFileOptions } from './options';
 
 type Answer = 'granted' | 'denied' | 'defer';

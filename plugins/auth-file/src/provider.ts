@@ -9,10 +9,10 @@ import {
   type ExtendedAuthResult,
   type MaybePromise,
   type PluginLogger,
+  FileWatcher,
 } from '@bifro/spi';
 import { certificateIdentity } from './certificate';
 import { AuthFileError } from './errors';
-import { FileWatcher } from './file-watcher';
 import { verifyPassword } from './hashes';
 import type { AuthFileOptions } from './options';
 import { parsePasswordFile, type AttrCheck, type PasswordEntry, type PasswordTable } from './password-file';

@@ -1,6 +1,6 @@
+import { FileWatcher } from '@bifro/spi';
 import * as fs from 'node:fs';
 import type { PluginLogger, SettingChange, SettingName, SettingProvider, SettingValue } from '@bifro/spi';
-import { FileWatcher } from './file-watcher';
 import type { FileSettingsOptions } from './options';
 import { diffTables, EMPTY_TABLE, parseSettings, type SettingsTable } from './settings-table';
 

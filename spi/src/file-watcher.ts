@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { PluginLogger } from '@bifro/spi';
+import type { PluginLogger } from './common';
 
 /** Options of {@link FileWatcher}. */
 export interface FileWatcherOptions {
@@ -18,6 +18,9 @@ export interface FileWatcherOptions {
 }
 
 /**
+ * SPI 1.2.0: a helper for plugins that read a file and reload it on change (the first-party
+ * settings-file, auth-file and acl-file plugins use it). Node built-ins only.
+ *
  * Tells when a file may have changed. Two sources: `fs.watch` on the file's folder (fast; sees
  * editors that replace the file by renaming), and a `stat` poll of size, modification time and
  * inode (the fallback for file systems where events are unreliable or when the folder does not
@@ -60,20 +63,17 @@ export class FileWatcher {
         if (filename === null || filename === undefined || filename.toString() === this.base) this.changed();
       });
       watcher.on('error', (err: Error) => {
-        this.options.logger.warn(
-          `acl-file: watching ${dir} failed (${err.message}); falling back to polling every ${this.options.pollMs} ms`,
-          {
-            dir,
-            err: err.message,
-          },
-        );
+        this.options.logger.warn(`watching ${dir} failed (${err.message}); falling back to polling every ${this.options.pollMs} ms`, {
+          dir,
+          err: err.message,
+        });
         watcher.close();
         if (this.watcher === watcher) this.watcher = undefined;
       });
       this.watcher = watcher;
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
-      this.options.logger.debug(`acl-file: cannot watch ${dir} (${message}); polling every ${this.options.pollMs} ms`, {
+      this.options.logger.debug(`cannot watch ${dir} (${message}); polling every ${this.options.pollMs} ms`, {
         dir,
         err: message,
       });
