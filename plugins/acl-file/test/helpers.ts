@@ -1,37 +1,15 @@
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import type { AccessAction, ClientInfo } from '@bifro/spi';
 import { sampleClient, testPluginContext, type LoggedLine, type TestPluginContext } from '@bifro/spi/testing';
 import plugin from '../src';
 import { FileAccessControl } from '../src/file-access-control';
+import { makeTempDir as makeDir, removeTempDir, sleep, waitFor, writeAtomic } from '../../../test/support/temp-files';
+
+export { removeTempDir, sleep, waitFor, writeAtomic };
 
 export function makeTempDir(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), 'bifro-acl-file-'));
-}
-
-export function removeTempDir(dir: string): void {
-  fs.rmSync(dir, { recursive: true, force: true });
-}
-
-/** Replaces a file the way many editors do: write a sibling, then rename it over the original. */
-export function writeAtomic(file: string, text: string): void {
-  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
-  fs.writeFileSync(tmp, text);
-  fs.renameSync(tmp, file);
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Waits until `predicate` holds, checking every 20 ms; rejects after `timeoutMs`. */
-export async function waitFor(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(20);
-  }
+  return makeDir('bifro-acl-file-');
 }
 
 export const client = (over: Partial<ClientInfo> = {}): ClientInfo =>

@@ -1,6 +1,5 @@
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import type { AuthProvider } from '@bifro/spi';
 import { testPluginContext, type LoggedLine, type TestPluginContext } from '@bifro/spi/testing';
@@ -9,33 +8,12 @@ import { hashPassword } from '../src/hashes';
 import { formatEntryLine, type EntryFields } from '../src/password-file';
 import { FileAuthProvider } from '../src/provider';
 import { deriveScramCredentials, SCRAM_METHODS, type ScramCredentials, type ScramMethod } from '../src/scram';
+import { makeTempDir as makeDir, removeTempDir, sleep, waitFor, writeAtomic } from '../../../test/support/temp-files';
+
+export { removeTempDir, sleep, waitFor, writeAtomic };
 
 export function makeTempDir(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), 'bifro-auth-file-'));
-}
-
-export function removeTempDir(dir: string): void {
-  fs.rmSync(dir, { recursive: true, force: true });
-}
-
-/** Replaces a file the way many editors do: write a sibling, then rename it over the original. */
-export function writeAtomic(file: string, text: string): void {
-  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
-  fs.writeFileSync(tmp, text);
-  fs.renameSync(tmp, file);
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Waits until `predicate` holds, checking every 20 ms; rejects after `timeoutMs`. */
-export async function waitFor(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(20);
-  }
+  return makeDir('bifro-auth-file-');
 }
 
 /** A line for `user` with `password` (scrypt; SCRAM credentials of both methods when `scram`). */

@@ -1,38 +1,14 @@
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import type { SettingChange, SettingProvider } from '@bifro/spi';
 import { testPluginContext, type LoggedLine, type TestPluginContext } from '@bifro/spi/testing';
 import plugin from '../src';
+import { makeTempDir as makeDir, removeTempDir, sleep, waitFor, writeAtomic } from '../../../test/support/temp-files';
 
-/** A temporary folder, removed by {@link removeTempDir}. */
+export { removeTempDir, sleep, waitFor, writeAtomic };
+
 export function makeTempDir(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), 'bifro-settings-file-'));
-}
-
-export function removeTempDir(dir: string): void {
-  fs.rmSync(dir, { recursive: true, force: true });
-}
-
-/** Replaces a file the way many editors do: write a sibling, then rename it over the original. */
-export function writeAtomic(file: string, text: string): void {
-  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
-  fs.writeFileSync(tmp, text);
-  fs.renameSync(tmp, file);
-}
-
-/** Resolves after `ms` milliseconds. */
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Waits until `predicate` holds, checking every 20 ms; rejects after `timeoutMs`. */
-export async function waitFor(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(20);
-  }
+  return makeDir('bifro-settings-file-');
 }
 
 /** A provider made through the plugin factory over a temporary folder, with what it logged and announced. */
