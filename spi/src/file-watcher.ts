@@ -123,3 +123,29 @@ async function statSignatureAsync(file: string): Promise<string> {
     return `error:${(err as NodeJS.ErrnoException).code ?? 'unknown'}`;
   }
 }
+
+/**
+ * Runs `task` one at a time (SPI 1.2.0): a call while it runs is not started beside it but makes
+ * it run once more when it ends (however many calls came meanwhile), until `stopped()`. The reload
+ * of a watched file: a change seen during a reload is read by the next one. A call made while the
+ * task runs resolves at once; the others resolve when the runs they started are done.
+ */
+export function serialized(task: () => Promise<void>, stopped: () => boolean): () => Promise<void> {
+  let running = false;
+  let again = false;
+  return async () => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    try {
+      do {
+        again = false;
+        await task();
+      } while (again && !stopped());
+    } finally {
+      running = false;
+    }
+  };
+}

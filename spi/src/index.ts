@@ -18,4 +18,4 @@ export * from './storage';
 export * from './errors';
 export * from './plugin';
 export * from './paging';
-export { FileWatcher, type FileWatcherOptions } from './file-watcher';
+export { FileWatcher, serialized, type FileWatcherOptions } from './file-watcher';

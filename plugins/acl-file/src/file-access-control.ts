@@ -1,4 +1,4 @@
-import { FileWatcher } from '@bifro/spi';
+import { FileWatcher, serialized } from '@bifro/spi';
 import * as fs from 'node:fs';
 import type { AccessAction, AccessControl, AccessDecision, ClientInfo, PluginLogger } from '@bifro/spi';
 import { EMPTY_RULE_SET, parseAclFile, scopesFor, type CompiledScope, type RuleSet } from './acl-file-format';
@@ -24,8 +24,11 @@ export class FileAccessControl implements AccessControl {
   private lastText: string | undefined;
   private readonly resolved = new WeakMap<ClientInfo, Resolved>();
   private watcher: FileWatcher | undefined;
-  private reloading = false;
-  private reloadAgain = false;
+  /** One reload at a time; a change seen during one is read by the next. */
+  private readonly reloads = serialized(
+    () => this.reloadOnce(),
+    () => this.closed,
+  );
   private closed = false;
   private readonly otherwise: Answer;
 
@@ -127,20 +130,8 @@ export class FileAccessControl implements AccessControl {
   }
 
   /** Reads the file again now (what a detected change does). Resolves when the new rules apply, or the problems were logged. */
-  async reload(): Promise<void> {
-    if (this.reloading) {
-      this.reloadAgain = true;
-      return;
-    }
-    this.reloading = true;
-    try {
-      do {
-        this.reloadAgain = false;
-        await this.reloadOnce();
-      } while (this.reloadAgain && !this.closed);
-    } finally {
-      this.reloading = false;
-    }
+  reload(): Promise<void> {
+    return this.reloads();
   }
 
   private scopesOf(client: ClientInfo): readonly CompiledScope[] {

@@ -10,6 +10,7 @@ import {
   type MaybePromise,
   type PluginLogger,
   FileWatcher,
+  serialized,
 } from '@bifro/spi';
 import { certificateIdentity } from './certificate';
 import { AuthFileError } from './errors';
@@ -55,8 +56,11 @@ export class FileAuthProvider implements AuthProvider {
   private table: PasswordTable | undefined;
   private lastText: string | undefined;
   private watcher: FileWatcher | undefined;
-  private reloading = false;
-  private reloadAgain = false;
+  /** One reload at a time; a change seen during one is read by the next. */
+  private readonly reloads = serialized(
+    () => this.reloadOnce(),
+    () => this.closed,
+  );
   private closed = false;
   private readonly cache: VerifyCache<PasswordEntry>;
   private readonly inFlight = new Map<string, Promise<boolean>>();
@@ -214,20 +218,8 @@ export class FileAuthProvider implements AuthProvider {
   }
 
   /** Reads the file again now (what a detected change does). Resolves when the new users apply, or the invalid file was logged. */
-  async reload(): Promise<void> {
-    if (this.reloading) {
-      this.reloadAgain = true;
-      return;
-    }
-    this.reloading = true;
-    try {
-      do {
-        this.reloadAgain = false;
-        await this.reloadOnce();
-      } while (this.reloadAgain && !this.closed);
-    } finally {
-      this.reloading = false;
-    }
+  reload(): Promise<void> {
+    return this.reloads();
   }
 
   private async reloadOnce(): Promise<void> {

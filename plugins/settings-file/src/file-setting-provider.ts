@@ -1,4 +1,4 @@
-import { FileWatcher } from '@bifro/spi';
+import { FileWatcher, serialized } from '@bifro/spi';
 import * as fs from 'node:fs';
 import type { PluginLogger, SettingChange, SettingName, SettingProvider, SettingValue } from '@bifro/spi';
 import type { FileSettingsOptions } from './options';
@@ -17,8 +17,11 @@ export class FileSettingProvider implements SettingProvider {
   private lastText: string | undefined;
   private readonly listeners = new Set<(change: SettingChange) => void>();
   private watcher: FileWatcher | undefined;
-  private reloading = false;
-  private reloadAgain = false;
+  /** One reload at a time; a change seen during one is read by the next. */
+  private readonly reloads = serialized(
+    () => this.reloadOnce(),
+    () => this.closed,
+  );
   private closed = false;
 
   constructor(
@@ -78,20 +81,8 @@ export class FileSettingProvider implements SettingProvider {
   }
 
   /** Reads the file again now (what a detected change does). Resolves when the new values apply. */
-  async reload(): Promise<void> {
-    if (this.reloading) {
-      this.reloadAgain = true;
-      return;
-    }
-    this.reloading = true;
-    try {
-      do {
-        this.reloadAgain = false;
-        await this.reloadOnce();
-      } while (this.reloadAgain && !this.closed);
-    } finally {
-      this.reloading = false;
-    }
+  reload(): Promise<void> {
+    return this.reloads();
   }
 
   private async reloadOnce(): Promise<void> {
