@@ -217,8 +217,9 @@ describe('21 worker processes (--workers 2)', () => {
   });
 
   it('runs two workers on the shared port; each hands the connections of the other worker’s tenant over', async () => {
-    expect(broker.workerPid(0)).toBeDefined();
-    expect(broker.workerPid(1)).toBeDefined();
+    // Each worker writes its "ready" line to the shared stdout itself: it may come through the pipe
+    // after the primary's "bifro started", which follows the workers' ready messages over IPC.
+    expect(await until(() => broker.workerPid(0) !== undefined && broker.workerPid(1) !== undefined)).toBe(true);
     expect(broker.workerPid(0)).not.toBe(broker.workerPid(1));
     // Two of each tenant in a row: strictly alternating tenants would line up with the round robin.
     for (let i = 0; i < 8; i++) await connect(broker.port, i % 4 < 2 ? T0 : T1, { clientId: `spread-${i}` });
