@@ -153,7 +153,8 @@ async function kill(child: ChildProcess, exited: Promise<void>): Promise<void> {
   clearTimeout(timer);
 }
 
-function freePort(): Promise<number> {
+/** A port of 127.0.0.1 that was free a moment ago (for a server to bind, or as one nothing listens on). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.once('error', reject);

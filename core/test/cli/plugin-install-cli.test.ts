@@ -1,10 +1,9 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { SPI_VERSION } from '@bifro/spi';
-import { run as runCommand, startNpmRegistry, type NpmRegistry } from '../../../test/support/npm-registry';
+import { run as runCommand, freePort, startNpmRegistry, type NpmRegistry } from '../../../test/support/npm-registry';
 import {
   BROKEN,
   DEP,
@@ -70,15 +69,6 @@ function plugin(sub: string, ...args: string[]): Promise<Result> {
 
 function versionIn(folder: string): string {
   return (JSON.parse(readFileSync(path.join(plugins, folder, 'package.json'), 'utf8')) as { version: string }).version;
-}
-
-function deadPort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 beforeAll(async () => {
@@ -222,7 +212,7 @@ describe('bifro plugin install', () => {
   }, 60_000);
 
   it('says clearly when --registry names a port nothing listens on', async () => {
-    const dead = `http://127.0.0.1:${await deadPort()}/`;
+    const dead = `http://127.0.0.1:${await freePort()}/`;
     const install = await plugin('install', PLUGIN, '--registry', dead);
     expect(install.code).toBe(1);
     expect(install.stderr).toContain(

@@ -1,5 +1,4 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { SPI_VERSION } from '@bifro/spi';
@@ -14,7 +13,7 @@ import {
   type InstallOptions,
 } from '../../src/plugin-host/plugin-install';
 import { searchPlugins } from '../../src/plugin-host/plugin-registry';
-import { run, startNpmRegistry, type NpmRegistry } from '../../../test/support/npm-registry';
+import { run, freePort, startNpmRegistry, type NpmRegistry } from '../../../test/support/npm-registry';
 import { configWith } from './plugin-host-fixtures';
 import {
   BROKEN,
@@ -59,16 +58,6 @@ async function failure(promise: Promise<unknown>): Promise<BifroError> {
 
 function installedVersion(folder: string): string {
   return (JSON.parse(readFileSync(path.join(pluginsDir, folder, 'package.json'), 'utf8')) as { version: string }).version;
-}
-
-/** A port nothing listens on. */
-function deadPort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 beforeAll(async () => {
@@ -256,7 +245,7 @@ describe('plugin install', () => {
   }, 60_000);
 
   it('fails fast and clearly when the registry does not answer', async () => {
-    const dead = `http://127.0.0.1:${await deadPort()}/`;
+    const dead = `http://127.0.0.1:${await freePort()}/`;
     const started = Date.now();
     const err = await failure(installPlugin(PLUGIN, options({ registry: dead })));
     expect(err.code).toBe('BIFRO_PLUGIN_REGISTRY_UNREACHABLE');
