@@ -197,6 +197,12 @@ export interface SettingChange {
 }
 
 /**
+ * A change of a tenant's overrides (SPI 1.3.0): a value sets the override, `null` removes it (the
+ * provider's default, then the registry default, applies again).
+ */
+export type SettingUpdate = { readonly [S in SettingName]?: SettingValue<S> | null };
+
+/**
  * Supplies per-tenant setting values. The broker asks once per tenant and setting and caches the
  * answer until the provider announces a change; `provide` must be synchronous and cheap.
  *
@@ -212,4 +218,16 @@ export interface SettingProvider extends Lifecycle {
   provide<S extends SettingName>(setting: S, tenantId: string): SettingValue<S> | undefined;
   /** Subscribe to changes (hot reload). Returns a function that unsubscribes. */
   onChange?(listener: (change: SettingChange) => void): () => void;
+  /**
+   * SPI 1.3.0, writable providers: the values this provider holds for the tenant (its own overrides
+   * and provider-wide defaults), by setting; what it does not set is absent.
+   */
+  overrides?(tenantId: string): Partial<Record<SettingName, SettingValue>>;
+  /**
+   * SPI 1.3.0, writable providers: change the tenant's overrides, durably. The broker checks every
+   * value against the registry first; the provider rejects with an Error naming the setting when it
+   * cannot store one. Resolves once stored, and announces the change through `onChange` (so the
+   * broker's cache is dropped) before or when it resolves.
+   */
+  update?(tenantId: string, changes: SettingUpdate): Promise<void>;
 }

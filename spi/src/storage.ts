@@ -178,6 +178,42 @@ export interface RetainStore {
   list(page: PageRequest & { readonly tenantId: string }): Promise<StoredMessage[]>;
 }
 
+/** What a ban applies to (SPI 1.3.0). */
+export type BanKind = 'clientId' | 'user' | 'tenant' | 'address';
+
+/**
+ * A ban (SPI 1.3.0): CONNECTs it matches are refused with CONNACK 0x8A Banned (v3: 0x05) until it
+ * ends or is lifted. Identified by (kind, tenantId, value).
+ */
+export interface BanRecord {
+  readonly kind: BanKind;
+  /**
+   * The tenant a `clientId` or `user` ban is about, and the banned tenant for `tenant`. For
+   * `address`: the one tenant whose clients are refused from the address, absent for every tenant.
+   */
+  readonly tenantId?: string;
+  /** The client id, the user id, the tenant id, or an IPv4/IPv6 address or CIDR block (`10.0.0.0/8`). */
+  readonly value: string;
+  /** Why, as the operator wrote it (shown in lists and logs). */
+  readonly reason?: string;
+  /** Milliseconds since the epoch. */
+  readonly createdAt: number;
+  /** When the ban ends (ms since the epoch); absent: until lifted. */
+  readonly until?: number;
+  /** Who set it (the admin API token's name). */
+  readonly by?: string;
+}
+
+/** Bans (SPI 1.3.0): few records, read once at boot, written when an operator bans or lifts. */
+export interface BanStore {
+  /** Create or replace the ban with the same (kind, tenantId, value). */
+  put(ban: BanRecord): Promise<void>;
+  /** Remove; resolves true when there was one. */
+  delete(kind: BanKind, tenantId: string | undefined, value: string): Promise<boolean>;
+  /** Every stored ban, ended ones included (the broker prunes them). */
+  list(): Promise<BanRecord[]>;
+}
+
 /**
  * Where the broker keeps durable state. One storage plugin is active. Promises resolve once the
  * write is stored; a durable backend resolves after the data is on disk (it may group writes of
@@ -190,4 +226,9 @@ export interface Storage extends Lifecycle {
   readonly inbox: InboxStore;
   readonly inflight: InflightStore;
   readonly retained: RetainStore;
+  /**
+   * Bans set through the admin API (SPI 1.3.0). Optional: without it bans hold only until the
+   * broker stops, and the broker says so when one is set.
+   */
+  readonly bans?: BanStore;
 }

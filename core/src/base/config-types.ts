@@ -107,6 +107,29 @@ export interface LogConfig {
   readonly pretty?: boolean;
 }
 
+/** One bearer token of the admin API: stored as the SHA-256 of the token, never the token itself. */
+export interface ApiTokenConfig {
+  /** Shown in request logs and ban records instead of the token. */
+  readonly name: string;
+  /** `sha256:<64 hex digits>` of the token's UTF-8 bytes (`bifro token create` prints it). */
+  readonly hash: string;
+  /** Scoped to this tenant: the token sees and touches only it. Absent: an admin token. */
+  readonly tenant?: string;
+}
+
+/** The admin HTTP API (docs/api.md). Off unless the `api` section is present. */
+export interface ApiConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly tokens: readonly ApiTokenConfig[];
+  /** HTTPS instead of HTTP. Paths are absolute after loading. */
+  readonly tls?: { readonly cert: string; readonly key: string; readonly ca?: string };
+  /** Requests with a missing or wrong token one address may make per minute before 429. */
+  readonly authFailuresPerMinute: number;
+  /** Serve the OpenAPI browser page at /api/v1/docs. */
+  readonly docsPage: boolean;
+}
+
 /** The whole broker configuration after loading: every default applied, every path absolute. */
 export interface BrokerConfig {
   /** Absolute path of the file it came from; undefined when built from defaults only. */
@@ -129,6 +152,10 @@ export interface BrokerConfig {
   readonly mqtt: MqttConfig;
   readonly security: SecurityConfig;
   readonly log: LogConfig;
+  /** The admin API; absent: off. */
+  readonly api?: ApiConfig;
+  /** Seconds between `$SYS` publications to each tenant (0: off). */
+  readonly sysInterval: number;
 }
 
 /** The kinds configured with a list of plugins. */

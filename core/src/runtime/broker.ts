@@ -19,6 +19,8 @@ import { serveAsWorker, type WorkerRouter } from '../workers/handover';
 import { DATA_DIR_MODE, isLoopbackHost, secureDataDir } from '../security/secure-defaults';
 import { describeError } from '../base/errors';
 import type { Clock } from '../base/clock';
+import type { ApiContext, BrokerState } from '../api/api-context';
+import { startApi, type RunningApi } from '../api/api-server';
 
 export type { ListenerAddress } from '../transport/listener-address';
 
@@ -32,6 +34,8 @@ export interface RunningBroker {
   tenantMetrics(tenantId: string): TenantMetrics;
   /** MQTT connections open now, CONNACK or not (diagnostics and tests). */
   openConnections(): number;
+  /** The admin API, when `api` is configured: its address, and its fastify instance (tests inject requests). */
+  readonly api: RunningApi | undefined;
   /** Close listeners and connections, then plugins. Safe to call twice. */
   stop(reason?: string): Promise<void>;
 }
@@ -98,16 +102,40 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
   const engine = container.resolve(Engine);
   const server = container.resolve(MqttServer);
   if (options.worker !== undefined) serveAsWorker(server, engine, options.worker);
+  const state: BrokerState = { ready: false, stopping: false };
+  const apiContext: ApiContext = {
+    config,
+    logger,
+    engine,
+    storage: host.storage,
+    plugins: host.plugins,
+    clock,
+    startedAt: clock(),
+    state,
+  };
   let bound;
+  let api: RunningApi | undefined;
   try {
     const restored = await engine.sessions.restore();
     if (restored > 0) logger.info({ sessions: restored }, `restored ${restored} persistent sessions`);
     bound = await server.listen();
     engine.redirects.start();
+    if (config.api !== undefined) api = await startApi(apiContext, config.api);
   } catch (err) {
+    await server.close();
     await host.close();
     wheel.close();
     throw err;
+  }
+  state.ready = true;
+  if (api !== undefined) {
+    const exposed = !isLoopbackHost(api.host);
+    logger[exposed && config.api?.tls === undefined ? 'warn' : 'info'](
+      { api: api.url, tokens: config.api!.tokens.length },
+      exposed && config.api?.tls === undefined
+        ? `admin API listening on ${api.url} beyond loopback WITHOUT TLS: bearer tokens cross the network in clear; configure api.tls`
+        : `admin API listening on ${api.url}`,
+    );
   }
   const listeners = bound.map(({ name, type, host: h, port }) => ({ name, type, host: h, port }));
   for (const l of listeners)
@@ -130,10 +158,14 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     tenants: () => [...usage.tenantIds()],
     tenantMetrics: (tenantId) => usage.metrics(tenantId),
     openConnections: () => engine.connections.size,
+    api,
     stop(reason = 'stop requested') {
       stopping ??= (async () => {
         logger.info({ reason }, 'broker stopping');
+        // Drain: /ready turns 503, listeners stop accepting, v5 clients get DISCONNECT 0x8B, then storage is flushed and closed.
+        state.stopping = true;
         await server.close();
+        await api?.close();
         await host.close();
         wheel.close();
         logger.info('broker stopped');

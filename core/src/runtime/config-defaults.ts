@@ -19,6 +19,12 @@ export const DEFAULT_SECURITY: SecurityConfig = {
   flapping: { maxDisconnects: 15, windowSeconds: 60, banSeconds: 300, maxTrackedClients: 100_000 },
 };
 export const DEFAULT_WS_PATH = '/mqtt';
+/** The admin API binds loopback unless `api.host` says otherwise (docs/api.md § Security). */
+export const DEFAULT_API_HOST = '127.0.0.1';
+export const DEFAULT_API_PORT = 8091;
+export const DEFAULT_API_AUTH_FAILURES_PER_MINUTE = 30;
+/** `$SYS` topics: published to each tenant every 10 s, like mosquitto's sys_interval. */
+export const DEFAULT_SYS_INTERVAL_SECONDS = 10;
 export const DEFAULT_INIT_TIMEOUT_MS = 10_000;
 export const DEFAULT_CALL_TIMEOUT_MS = 5_000;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;

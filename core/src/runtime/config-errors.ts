@@ -54,6 +54,11 @@ export const CONFIG_ERRORS = defineErrors({
     remedy:
       'Configure an auth plugin in `plugins.auth`, or bind the listener to 127.0.0.1 (the default without auth), or, for a trusted network only, opt in with `security.allowAnonymousOnPublicInterfaces: true` (logged at warn at every start).',
   },
+  BIFRO_CONFIG_API_TOKENS: {
+    summary: 'The `api` section enables the admin API but names no token, or two tokens share a name or a hash.',
+    remedy:
+      'Create a token with `bifro token create --name NAME [--tenant T]` and paste the line it prints under `api.tokens`; give every token its own name.',
+  },
   BIFRO_CONFIG_INVALID: {
     summary: 'The configuration has several problems; each is listed with its own code.',
     remedy: 'Fix every problem listed; the broker reports all of them at once.',

@@ -126,18 +126,49 @@ export function checkAnonymousExposure(config: BrokerConfig, where: Locator): Co
   );
 }
 
-export async function checkTlsFiles(listeners: readonly ListenerConfig[], where: Locator): Promise<ConfigIssue[]> {
+/** The admin API needs at least one token, each with its own name and hash. */
+export function checkApiTokens(config: BrokerConfig, where: Locator): ConfigIssue[] {
+  const api = config.api;
+  if (api === undefined) return [];
+  if (api.tokens.length === 0)
+    return [
+      where.issue(
+        'BIFRO_CONFIG_API_TOKENS',
+        ['api', 'tokens'],
+        'the admin API is enabled (an `api` section is present) but has no token: create one with `bifro token create --name NAME` and paste it under api.tokens',
+      ),
+    ];
   const issues: ConfigIssue[] = [];
-  for (const [i, listener] of listeners.entries()) {
-    if (!listener.tls) continue;
+  const names = new Set<string>();
+  const hashes = new Set<string>();
+  for (const [i, token] of api.tokens.entries()) {
+    if (names.has(token.name))
+      issues.push(where.issue('BIFRO_CONFIG_API_TOKENS', ['api', 'tokens', i, 'name'], `token name "${token.name}" is used twice`));
+    else if (hashes.has(token.hash))
+      issues.push(where.issue('BIFRO_CONFIG_API_TOKENS', ['api', 'tokens', i, 'hash'], `token "${token.name}" has the hash of an earlier token`));
+    names.add(token.name);
+    hashes.add(token.hash);
+  }
+  return issues;
+}
+
+/** The certificate files of tls/wss listeners and of the admin API must be readable. */
+export async function checkTlsFiles(config: BrokerConfig, where: Locator): Promise<ConfigIssue[]> {
+  const issues: ConfigIssue[] = [];
+  const owners: { readonly path: (string | number)[]; readonly tls: { cert: string; key: string; ca?: string } | undefined }[] = [
+    ...config.listeners.map((l, i) => ({ path: ['listeners', i, 'tls'], tls: l.tls })),
+    { path: ['api', 'tls'], tls: config.api?.tls },
+  ];
+  for (const { path: at, tls } of owners) {
+    if (tls === undefined) continue;
     for (const key of ['cert', 'key', 'ca'] as const) {
-      const file = listener.tls[key];
+      const file = tls[key];
       if (file === undefined) continue;
       try {
         await fs.access(file, fsConstants.R_OK);
       } catch (err) {
         const reason = (err as NodeJS.ErrnoException).code ?? String(err);
-        issues.push(where.issue('BIFRO_CONFIG_TLS_FILE', ['listeners', i, 'tls', key], `cannot read ${file} (${reason})`));
+        issues.push(where.issue('BIFRO_CONFIG_TLS_FILE', [...at, key], `cannot read ${file} (${reason})`));
       }
     }
   }

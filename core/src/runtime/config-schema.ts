@@ -57,6 +57,15 @@ export interface RawConfig {
     readonly maxKeepAliveSeconds?: number;
     readonly packetTimeoutMs?: number;
   } | null;
+  readonly api?: {
+    readonly host?: string;
+    readonly port?: number;
+    readonly tokens?: readonly { readonly name: string; readonly hash: string; readonly tenant?: string }[];
+    readonly tls?: { readonly cert: string; readonly key: string; readonly ca?: string };
+    readonly authFailuresPerMinute?: number;
+    readonly docsPage?: boolean;
+  } | null;
+  readonly sysInterval?: number;
   readonly security?: {
     readonly allowAnonymousOnPublicInterfaces?: boolean;
     readonly connectionRate?: {
@@ -238,6 +247,40 @@ export const CONFIG_SCHEMA = {
         },
       },
     },
+    api: {
+      type: ['object', 'null'],
+      expected: 'a map {host, port, tokens, tls, authFailuresPerMinute, docsPage}',
+      additionalProperties: false,
+      properties: {
+        host: { type: 'string', minLength: 1, expected: 'a host name or IP address' },
+        port: PORT,
+        tokens: {
+          type: 'array',
+          expected: 'a list of tokens {name, hash, tenant}',
+          items: {
+            type: 'object',
+            expected: 'a token {name, hash, tenant} (bifro token create prints one)',
+            additionalProperties: false,
+            required: ['name', 'hash'],
+            properties: {
+              name: { type: 'string', pattern: '^[A-Za-z0-9_.@-]{1,64}$', expected: '1-64 letters, digits, ".", "_", "@" or "-"' },
+              hash: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$', expected: '"sha256:" and 64 lowercase hex digits (bifro token create)' },
+              tenant: { type: 'string', minLength: 1, expected: 'a tenant id' },
+            },
+          },
+        },
+        tls: {
+          type: 'object',
+          expected: 'a map {cert, key, ca}',
+          additionalProperties: false,
+          required: ['cert', 'key'],
+          properties: { cert: PATH, key: PATH, ca: PATH },
+        },
+        authFailuresPerMinute: integer(1, 100000, ' (requests with a bad token per address per minute)'),
+        docsPage: BOOLEAN,
+      },
+    },
+    sysInterval: integer(0, 86400, ' (seconds between $SYS publications; 0 = off)'),
     log: {
       type: ['object', 'null'],
       expected: 'a map {level, pretty}',

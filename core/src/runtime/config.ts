@@ -32,12 +32,15 @@
  * one {@link ConfigError}; each message names the file and line, the key path and what was expected.
  */
 import path from 'node:path';
-import type { BrokerConfig, PluginRef, PluginsConfig, SecurityConfig } from '../base/config-types';
+import type { ApiConfig, BrokerConfig, PluginRef, PluginsConfig, SecurityConfig } from '../base/config-types';
 import { ConfigError, type ConfigIssue } from './config-errors';
 import { MAX_WORKERS, type RawConfig, type RawListener, type RawPluginRef } from './config-schema';
 import { readEnvOverrides } from './env-overrides';
 import {
   DEFAULT_ANONYMOUS_HOST,
+  DEFAULT_API_AUTH_FAILURES_PER_MINUTE,
+  DEFAULT_API_HOST,
+  DEFAULT_API_PORT,
   DEFAULT_CALL_TIMEOUT_MS,
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_HOST,
@@ -47,6 +50,7 @@ import {
   DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION,
   DEFAULT_PACKET_TIMEOUT_MS,
   DEFAULT_SECURITY,
+  DEFAULT_SYS_INTERVAL_SECONDS,
   defaultNodeId,
 } from './config-defaults';
 import { Locator, byPosition, describeValue, locateFile, parseFile, validateRaw, type SourceMap } from './config-file';
@@ -54,6 +58,7 @@ import {
   applyPort,
   buildListener,
   checkAnonymousExposure,
+  checkApiTokens,
   checkDuplicateListeners,
   checkListenerKinds,
   checkTlsFiles,
@@ -113,7 +118,8 @@ export async function loadConfig(opts: LoadConfigOptions): Promise<BrokerConfig>
     ...checkDuplicateListeners(config.listeners, where),
     ...checkWorkerListeners(config, overrides.workers !== undefined, where),
     ...checkAnonymousExposure(config, where),
-    ...(await checkTlsFiles(config.listeners, where)),
+    ...checkApiTokens(config, where),
+    ...(await checkTlsFiles(config, where)),
   ];
   if (late.length > 0) throw new ConfigError(late, file);
   return config;
@@ -219,6 +225,22 @@ function build(raw: RawConfig, ctx: BuildContext): BrokerConfig {
     },
     security: buildSecurity(raw.security),
     log: pretty === undefined ? { level } : { level, pretty },
+    ...(raw.api !== undefined && raw.api !== null ? { api: buildApi(raw.api, fromFile) } : {}),
+    sysInterval: raw.sysInterval ?? DEFAULT_SYS_INTERVAL_SECONDS,
+  };
+}
+
+function buildApi(raw: NonNullable<RawConfig['api']>, fromFile: (p: string) => string): ApiConfig {
+  const tls = raw.tls;
+  return {
+    host: raw.host ?? DEFAULT_API_HOST,
+    port: raw.port ?? DEFAULT_API_PORT,
+    tokens: (raw.tokens ?? []).map((t) => ({ name: t.name, hash: t.hash, ...(t.tenant !== undefined ? { tenant: t.tenant } : {}) })),
+    ...(tls !== undefined
+      ? { tls: { cert: fromFile(tls.cert), key: fromFile(tls.key), ...(tls.ca !== undefined ? { ca: fromFile(tls.ca) } : {}) } }
+      : {}),
+    authFailuresPerMinute: raw.authFailuresPerMinute ?? DEFAULT_API_AUTH_FAILURES_PER_MINUTE,
+    docsPage: raw.docsPage ?? true,
   };
 }
 
