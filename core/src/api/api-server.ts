@@ -54,25 +54,26 @@ export async function buildApi(ctx: ApiContext, api: ApiConfig): Promise<Fastify
   app.addHook('onRequest', async (request) => {
     request.principal = tokens.resolve(request.headers.authorization);
   });
-  await app.register(rateLimit, {
-    global: true,
+  // Failed authentication is rate limited per address; requests with a valid token never count.
+  await app.register(rateLimit, { global: false });
+  const limitFailures = app.rateLimit({
     max: api.authFailuresPerMinute,
     timeWindow: 60_000,
-    allowList: (request) => request.principal !== undefined || request.routeOptions.config.public === true,
     errorResponseBuilder: (_request, context) =>
       new ApiError(
         'BIFRO_API_RATE_LIMITED',
         `more than ${context.max} requests without a valid token from this address within a minute; retry in ${Math.ceil(context.ttl / 1000)} s`,
       ),
   });
-  // The token is checked after the rate limit and before the body is validated (no schema detail to strangers).
-  app.addHook('preValidation', async (request) => {
+  // The token is checked before the body is validated (no schema detail to strangers), on unknown routes too.
+  app.addHook('preValidation', async (request, reply) => {
     if (request.routeOptions.config.public === true) return;
-    if (request.principal === undefined)
-      throw new ApiError(
-        'BIFRO_API_UNAUTHORIZED',
-        request.headers.authorization === undefined ? 'missing Authorization: Bearer <token>' : 'the bearer token is not valid',
-      );
+    if (request.principal !== undefined) return;
+    await limitFailures.call(app, request, reply);
+    throw new ApiError(
+      'BIFRO_API_UNAUTHORIZED',
+      request.headers.authorization === undefined ? 'missing Authorization: Bearer <token>' : 'the bearer token is not valid',
+    );
   });
   app.addHook('onResponse', async (request, reply) => {
     request.log.info(
@@ -97,8 +98,7 @@ export async function buildApi(ctx: ApiContext, api: ApiConfig): Promise<Fastify
     request.log.error({ err, route: request.routeOptions.url }, 'api request failed');
     return reply.code(500).send({ code: 'BIFRO_API_INTERNAL', message: `internal error (request ${request.id}; details in the broker log)` });
   });
-  // Unknown routes count towards the failed-auth limit too (probing without a token).
-  app.setNotFoundHandler({ preHandler: app.rateLimit() }, (request, reply) =>
+  app.setNotFoundHandler((request, reply) =>
     reply.code(404).send({ code: 'BIFRO_API_NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` }),
   );
   app.addSchema(ERROR_BODY_SCHEMA);
