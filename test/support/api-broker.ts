@@ -32,7 +32,11 @@ export interface ApiBroker extends TestBroker {
   /** fastify inject (no socket) with `token` as bearer unless `token: null`. */
   inject(opts: InjectOptions & { token?: string | null }): Promise<LightMyRequestResponse>;
   /** A real HTTP request to the listening API; the JSON body parsed when there is one. */
-  http(method: string, path: string, opts?: { token?: string | null; body?: unknown }): Promise<{ status: number; body: unknown; text: string; headers: Headers }>;
+  http(
+    method: string,
+    path: string,
+    opts?: { token?: string | null; body?: unknown },
+  ): Promise<{ status: number; body: unknown; text: string; headers: Headers }>;
 }
 
 /**

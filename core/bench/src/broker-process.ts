@@ -4,6 +4,7 @@
  * so `stopAllBrokers()` (or `killAllBrokersNow()` at exit) can clean up after an interruption.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -14,14 +15,22 @@ import { encodeConnect } from './packets';
 
 export const BROKER_NAMES = ['bifro', 'aedes', 'mosquitto'] as const;
 /**
+ * Run only when named with --brokers. `bifro-api`: Bifro with the admin API on, `$SYS` published
+ * every second and `/metrics` scraped every second while it runs (the API's cost on the MQTT path).
+ */
+export const OPTIONAL_BROKERS = ['bifro-api'] as const;
+/**
  * A compared broker, or `node-net`: the memory reference, a bare Node.js net server that only
  * answers CONNECT with CONNACK (core/bench/net-connack-server.mjs), run for idle-connections only.
  */
-export type BrokerName = (typeof BROKER_NAMES)[number] | 'node-net';
+export type BrokerName = (typeof BROKER_NAMES)[number] | (typeof OPTIONAL_BROKERS)[number] | 'node-net';
 
 export function isBrokerName(name: string): name is BrokerName {
-  return (BROKER_NAMES as readonly string[]).includes(name);
+  return (BROKER_NAMES as readonly string[]).includes(name) || (OPTIONAL_BROKERS as readonly string[]).includes(name);
 }
+
+/** How often `bifro-api` is scraped: far more often than Prometheus' usual 15 s, to make the cost visible. */
+const SCRAPE_MS = 1000;
 
 export interface BrokerProcess {
   readonly name: BrokerName;
@@ -100,10 +109,17 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** The admin API of a `bifro-api` broker, scraped while it runs. */
+interface ScrapedApi {
+  readonly port: number;
+  readonly token: string;
+}
+
 /** The command line of each broker, writing whatever configuration it needs into `dir`. */
-function commandLine(name: BrokerName, port: number, dir: string, repoRoot: string): string[] {
+function commandLine(name: BrokerName, port: number, dir: string, repoRoot: string, api?: ScrapedApi): string[] {
   switch (name) {
-    case 'bifro': {
+    case 'bifro':
+    case 'bifro-api': {
       const config = path.join(dir, 'bifro.yml');
       writeFileSync(
         config,
@@ -121,6 +137,15 @@ function commandLine(name: BrokerName, port: number, dir: string, repoRoot: stri
           '  connectionRate: { perAddressPerSecond: 0 }',
           'log:',
           '  level: warn',
+          ...(api === undefined
+            ? []
+            : [
+                'sysInterval: 1',
+                'api:',
+                `  host: ${HOST}`,
+                `  port: ${api.port}`,
+                `  tokens: [{ name: bench, hash: "sha256:${createHash('sha256').update(api.token).digest('hex')}" }]`,
+              ]),
           '',
         ].join('\n'),
       );
@@ -163,7 +188,8 @@ export async function launchBroker(name: BrokerName, opts: LaunchOptions): Promi
   let child: ChildProcess | null = null;
   try {
     const port = await freePort();
-    const argv = commandLine(name, port, dir, opts.repoRoot);
+    const api = name === 'bifro-api' ? { port: await freePort(), token: randomBytes(24).toString('base64url') } : undefined;
+    const argv = commandLine(name, port, dir, opts.repoRoot, api);
     const taskset = opts.cpus === null ? null : findTaskset();
     const [cmd, ...args] = taskset === null ? argv : [taskset, '-c', opts.cpus!, ...argv];
     const spawned = spawn(cmd!, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir });
@@ -200,12 +226,39 @@ export async function launchBroker(name: BrokerName, opts: LaunchOptions): Promi
       }
       await sleep(100);
     }
-    return { name, host: HOST, port, pid, exited: () => exited, stop: () => stopChild(pid) };
+    const scraper = api === undefined ? undefined : scrape(api);
+    return {
+      name,
+      host: HOST,
+      port,
+      pid,
+      exited: () => exited,
+      stop: () => {
+        if (scraper !== undefined) clearInterval(scraper);
+        return stopChild(pid);
+      },
+    };
   } catch (err) {
     if (child?.pid !== undefined) await stopChild(child.pid);
     removeDir(dir);
     throw err;
   }
+}
+
+/** GET /metrics every {@link SCRAPE_MS}, like a Prometheus server would; a failed scrape ends the run. */
+function scrape(api: ScrapedApi): NodeJS.Timeout {
+  const timer = setInterval(() => {
+    fetch(`http://${HOST}:${api.port}/metrics`, { headers: { authorization: `Bearer ${api.token}` } })
+      .then(async (res) => {
+        await res.text();
+        if (res.status !== 200) throw new Error(`GET /metrics answered ${res.status}`);
+      })
+      .catch((err: unknown) => {
+        clearInterval(timer);
+        process.stderr.write(`bifro-api: scrape failed: ${String(err)}\n`);
+      });
+  }, SCRAPE_MS);
+  return timer;
 }
 
 /** The first line that mentions an error, else the last non-empty lines of the output. */

@@ -13,6 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import {
   BROKER_NAMES,
+  OPTIONAL_BROKERS,
   findMosquitto,
   findTaskset,
   isBrokerName,
@@ -63,7 +64,9 @@ Options:
   --quick                  about a minute: ${QUICK_TIMING.warmupMs / 1000} s warm-up + ${QUICK_TIMING.measureMs / 1000} s measured per cell and each
                            scenario's quick parameters (default ${DEFAULT_TIMING.warmupMs / 1000} s + ${DEFAULT_TIMING.measureMs / 1000} s)
   --scenarios a,b          ${SCENARIOS.map((s) => s.name).join(', ')} (default: all)
-  --brokers a,b            ${BROKER_NAMES.join(', ')} (default: all; mosquitto when installed)
+  --brokers a,b            ${BROKER_NAMES.join(', ')} (default: all; mosquitto when installed);
+                           also ${OPTIONAL_BROKERS.join(', ')}: Bifro with the admin API, $SYS every second
+                           and /metrics scraped every second
   --duration <s>           measured window in seconds
   --warmup <s>             warm-up in seconds
   --repeat <n>             run every cell n times (interleaved) and keep the median run (1)
@@ -142,7 +145,7 @@ export function parseCompareArgs(argv: readonly string[]): CompareOptions | null
   const brokerList = list(text('brokers')) ?? [...BROKER_NAMES];
   const brokers: BrokerName[] = [];
   for (const b of brokerList) {
-    if (!isBrokerName(b)) throw new Error(`unknown broker "${b}" (known: ${BROKER_NAMES.join(', ')})`);
+    if (!isBrokerName(b)) throw new Error(`unknown broker "${b}" (known: ${[...BROKER_NAMES, ...OPTIONAL_BROKERS].join(', ')})`);
     brokers.push(b);
   }
   const overrides: Record<string, number> = {};
@@ -277,7 +280,7 @@ export async function compare(argv: readonly string[]): Promise<number> {
   const bifroBuilt = existsSync(path.join(repoRoot, 'core', 'dist', 'cli', 'main.js'));
   /** The broker to run a cell against: started on first use, restarted when it died or when asked. */
   const brokerFor = async (name: BrokerName, fresh: boolean): Promise<BrokerProcess> => {
-    if (name === 'bifro' && !bifroBuilt) throw new Error('core is not built (npm run build)');
+    if (name.startsWith('bifro') && !bifroBuilt) throw new Error('core is not built (npm run build)');
     const current = running.get(name);
     if (current !== undefined) {
       const exited = current.exited();

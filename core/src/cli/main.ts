@@ -8,6 +8,7 @@
  *   bifro plugin list [--config F] [--plugins-dir P]
  *   bifro plugin verify <dir|name> [--config F] [--plugins-dir P]
  *   bifro passwd [-c|-D] [--tenant T] [--password-stdin] [--scram] [--attr K=V]... FILE USER   (@bifro/plugin-auth-file)
+ *   bifro token create --name N [--tenant T]   (a new admin API token and its api.tokens line)
  *   bifro bench <scenario> [--host H] [--port N] [params...] | --list   (core/bench: the load generator)
  *   bifro help [command] | --help | --version
  *
@@ -32,7 +33,8 @@ import { pluginCommand } from './commands/plugin';
 import { startCommand } from './commands/start';
 import { statusCommand } from './commands/status';
 import { stopCommand } from './commands/stop';
-import { COMMAND_OPTIONS, COMMAND_USAGE, PASSWD_USAGE, USAGE, parseCommandArgs, type CommandName } from './usage';
+import { tokenCommand } from './commands/token';
+import { COMMAND_OPTIONS, COMMAND_USAGE, PASSWD_USAGE, TOKEN_USAGE, USAGE, parseCommandArgs, type CommandName } from './usage';
 
 /** The version of @bifro/core (this CLI). */
 export function cliVersion(): string {
@@ -72,6 +74,7 @@ export async function main(argv: readonly string[], io: CliIo, script: string = 
       if (topic === undefined) io.out(USAGE);
       else if (topic === 'bench') io.out(benchUsage(io));
       else if (topic === 'passwd') io.out(PASSWD_USAGE);
+      else if (topic === 'token') io.out(TOKEN_USAGE);
       else if (isCommand(topic)) io.out(COMMAND_USAGE[topic] ?? USAGE);
       else throw new UsageError(`unknown command "${topic}"`);
       return EXIT.OK;
@@ -79,6 +82,7 @@ export async function main(argv: readonly string[], io: CliIo, script: string = 
     if (first.startsWith('-')) throw new UsageError(`unknown option "${first}" (options go after the command)`);
     if (first === 'bench') return await benchCommand(rest, io);
     if (first === 'passwd') return await passwdCommand(rest, io, undefined, PASSWD_USAGE);
+    if (first === 'token') return await tokenCommand(rest, io, TOKEN_USAGE);
     if (!isCommand(first)) throw new UsageError(`unknown command "${first}"`);
 
     const args = parseCommandArgs(first, rest);

@@ -17,6 +17,8 @@ Commands:
   plugin search [words...]  list the plugins on the npm registry (keyword bifro-plugin)
   passwd [-c|-D] FILE USER  create or edit a password file of @bifro/plugin-auth-file, like
                             mosquitto_passwd (bifro help passwd)
+  token create --name N     a new admin API token (--tenant T: scoped to one tenant) and the
+                            api.tokens line to paste (bifro help token)
   bench <scenario>          load-test any MQTT broker (bifro bench --help; --list: the scenarios)
   help [command]            show this help, or a command's
 
@@ -93,6 +95,14 @@ remove:  deletes the folder of that package from the plugins directory; refused 
 search:  packages with the keyword bifro-plugin on the registry (--registry, else npm's), with
          their latest version, description, SPI range and whether this broker's SPI fits.`,
 };
+
+/** `bifro token` parses its own options. */
+export const TOKEN_USAGE = `Usage: bifro token create --name NAME [--tenant TENANT]
+
+Prints a new random admin API token on standard output, and on standard error the line to paste
+under api.tokens in the broker configuration: { name, hash: "sha256:<hex>", tenant }. The broker
+keeps only the hash; the token is shown once. A token with --tenant sees and changes only that
+tenant; without it is an admin token (docs/api.md § Security).`;
 
 /** `bifro passwd` parses its own options (-c is "create" there, not --config). */
 export const PASSWD_USAGE = `Usage: bifro passwd [-c [--force]] [--tenant T] [--password-stdin] [--scram [--scram-iterations N]]

@@ -48,6 +48,11 @@ export const CONFIG_ERRORS = defineErrors({
     remedy:
       'Use `workers: 1` with such listeners, or terminate TLS / WebSocket in a proxy in front of tcp listeners (with `proxyProtocol: true` to keep the client address); see docs/multicore.md.',
   },
+  BIFRO_CONFIG_WORKERS_API: {
+    summary:
+      'The admin API (`api`) is configured with `workers` above 1. Each worker process serves only its own share of the tenants, so no single process could answer the API for the whole broker.',
+    remedy: 'Use `workers: 1` (the default) with the admin API, or leave `api` out of a multi-worker configuration.',
+  },
   BIFRO_CONFIG_ANONYMOUS_EXPOSED: {
     summary:
       'A listener binds a non-loopback host (0.0.0.0, ::, an external address or a host name) while no auth plugin is configured, so the dev-only allow-all auth would accept anyone who can reach it.',

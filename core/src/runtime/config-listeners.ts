@@ -94,17 +94,30 @@ export function checkWorkerListeners(config: BrokerConfig, fromOption: boolean, 
   const workers = config.workers ?? 1;
   if (workers <= 1) return [];
   const source = fromOption ? ' (--workers)' : '';
-  return config.listeners.flatMap((listener, i) =>
-    listener.type === 'tcp'
+  const api =
+    config.api === undefined
       ? []
       : [
           where.issue(
-            'BIFRO_CONFIG_WORKERS_LISTENER',
-            ['listeners', i, 'type'],
-            `a ${listener.type} listener ("${listener.name}") cannot be used with workers: ${workers}${source}; only tcp connections can be handed between worker processes (use workers: 1, or a TLS/WebSocket proxy in front of a tcp listener; docs/multicore.md)`,
+            'BIFRO_CONFIG_WORKERS_API',
+            ['api'],
+            `the admin API cannot be used with workers: ${workers}${source} yet: each worker serves only its own tenants, so no one process could answer for the broker (use workers: 1 with api, or leave api out; docs/api.md § Limits)`,
           ),
-        ],
-  );
+        ];
+  return [
+    ...api,
+    ...config.listeners.flatMap((listener, i) =>
+      listener.type === 'tcp'
+        ? []
+        : [
+            where.issue(
+              'BIFRO_CONFIG_WORKERS_LISTENER',
+              ['listeners', i, 'type'],
+              `a ${listener.type} listener ("${listener.name}") cannot be used with workers: ${workers}${source}; only tcp connections can be handed between worker processes (use workers: 1, or a TLS/WebSocket proxy in front of a tcp listener; docs/multicore.md)`,
+            ),
+          ],
+    ),
+  ];
 }
 
 /**
@@ -145,7 +158,9 @@ export function checkApiTokens(config: BrokerConfig, where: Locator): ConfigIssu
     if (names.has(token.name))
       issues.push(where.issue('BIFRO_CONFIG_API_TOKENS', ['api', 'tokens', i, 'name'], `token name "${token.name}" is used twice`));
     else if (hashes.has(token.hash))
-      issues.push(where.issue('BIFRO_CONFIG_API_TOKENS', ['api', 'tokens', i, 'hash'], `token "${token.name}" has the hash of an earlier token`));
+      issues.push(
+        where.issue('BIFRO_CONFIG_API_TOKENS', ['api', 'tokens', i, 'hash'], `token "${token.name}" has the hash of an earlier token`),
+      );
     names.add(token.name);
     hashes.add(token.hash);
   }

@@ -157,6 +157,7 @@ log: { level: debug, pretty: false }
         flapping: { maxDisconnects: 5, windowSeconds: 10, banSeconds: 30, maxTrackedClients: 5000 },
       },
       log: { level: 'debug', pretty: false },
+      sysInterval: 10,
     });
   });
 
@@ -183,6 +184,7 @@ log: { level: debug, pretty: false }
       },
       security: DEFAULT_SECURITY,
       log: { level: 'info' },
+      sysInterval: 10,
     });
     expect(config.nodeId).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
   });
