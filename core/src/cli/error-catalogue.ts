@@ -1,3 +1,4 @@
+import { API_ERRORS } from '../api/api-errors';
 import { pluginErrorSpec, type ErrorSpec } from '../base/errors';
 import { CLI_ERRORS } from './cli-errors';
 import { PLUGIN_ERRORS } from '../plugin-host/plugin-errors';
@@ -17,6 +18,7 @@ export const ERROR_AREAS: readonly { readonly title: string; readonly codes: Rea
   { title: 'Listeners', codes: TRANSPORT_ERRORS },
   { title: 'Process and pid file', codes: PID_FILE_ERRORS },
   { title: 'Worker processes', codes: WORKER_ERRORS },
+  { title: 'Admin API', codes: API_ERRORS },
   { title: 'Command line', codes: CLI_ERRORS },
 ];
 
