@@ -222,12 +222,13 @@ export interface SettingProvider extends Lifecycle {
    * SPI 1.3.0, writable providers: the values this provider holds for the tenant (its own overrides
    * and provider-wide defaults), by setting; what it does not set is absent.
    */
-  overrides?(tenantId: string): Partial<Record<SettingName, SettingValue>>;
+  readOverrides?(tenantId: string): Partial<Record<SettingName, SettingValue>>;
   /**
    * SPI 1.3.0, writable providers: change the tenant's overrides, durably. The broker checks every
    * value against the registry first; the provider rejects with an Error naming the setting when it
    * cannot store one. Resolves once stored, and announces the change through `onChange` (so the
-   * broker's cache is dropped) before or when it resolves.
+   * broker's cache is dropped) before or when it resolves. (Named so that a provider written for an
+   * earlier SPI with a method of its own called `update` is not taken for a writable one.)
    */
-  update?(tenantId: string, changes: SettingUpdate): Promise<void>;
+  writeOverrides?(tenantId: string, changes: SettingUpdate): Promise<void>;
 }

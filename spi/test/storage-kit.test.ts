@@ -37,7 +37,7 @@ describe('storage kit against a correct naive storage', () => {
     const without = storageConformance({ create: async () => createNaiveStorage() }).map((c) => c.name);
     const withReopen = storageConformance({ create: async () => createNaiveStorage(), reopen: async (s) => s }).map((c) => c.name);
     expect(without.some((n) => n.includes('durability'))).toBe(false);
-    expect(withReopen.filter((n) => n.includes('durability'))).toHaveLength(4);
+    expect(withReopen.filter((n) => n.includes('durability'))).toHaveLength(5);
   });
 
   it('runs init, close and destroy around every case', async () => {

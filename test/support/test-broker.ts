@@ -37,6 +37,14 @@ export interface TestBrokerOptions {
    * temp dir with this initial content; the plugins dir then defaults to the repository's plugins.
    */
   readonly settings?: string;
+  /**
+   * Run in this directory (one an earlier broker of the test ran in with `keepDir`) instead of a
+   * new temporary one: its data directory, and so its storage, is reused. `stop()` leaves it; the
+   * test removes it.
+   */
+  readonly dir?: string;
+  /** `stop()` leaves the directory (for a later broker started with `dir`); the test removes it. */
+  readonly keepDir?: boolean;
 }
 
 /**
@@ -44,7 +52,7 @@ export interface TestBrokerOptions {
  * to a config that sets the listeners, data dir and plugins dir (the fixture plugins by default).
  */
 export async function startTestBroker(yaml = '', opts: TestBrokerOptions = {}): Promise<TestBroker> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'bifro-e2e-'));
+  const dir = opts.dir ?? mkdtempSync(path.join(os.tmpdir(), 'bifro-e2e-'));
   const file = path.join(dir, 'bifro.yml');
   const settingsFile = path.join(dir, 'settings.yml');
   let pluginsDir = opts.pluginsDir ?? FIXTURE_PLUGINS;
@@ -86,7 +94,7 @@ export async function startTestBroker(yaml = '', opts: TestBrokerOptions = {}): 
     clock,
     async stop() {
       await broker.stop('test done');
-      rmSync(dir, { recursive: true, force: true });
+      if (opts.dir === undefined && opts.keepDir !== true) rmSync(dir, { recursive: true, force: true });
     },
   };
 }

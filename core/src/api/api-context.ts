@@ -4,6 +4,7 @@ import type { BrokerConfig } from '../base/config-types';
 import type { Logger } from '../base/logger';
 import type { Engine } from '../broker/engine';
 import type { LoadedPluginInfo } from '../plugin-host/managers';
+import type { TenantRates } from '../tenancy/tenant-rates';
 
 /** Where the broker is in its life, for `GET /ready` and for routes that need a running broker. */
 export interface BrokerState {
@@ -29,4 +30,6 @@ export interface ApiContext {
   /** When the broker started (the broker's clock). */
   readonly startedAt: number;
   readonly state: BrokerState;
+  /** Messages and bytes per second in and out, per tenant and broker-wide, with load averages. */
+  readonly rates: TenantRates;
 }

@@ -35,7 +35,8 @@ export function encodeCursor(key: string): string {
 /** The key a cursor stands for; 400 when it is not one this API made. */
 export function decodeCursor(cursor: string | undefined): string | undefined {
   if (cursor === undefined || cursor === '') return undefined;
-  if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw new ApiError('BIFRO_API_INVALID_REQUEST', 'querystring/cursor: not a cursor returned by this API');
+  if (!/^[A-Za-z0-9_-]+$/.test(cursor))
+    throw new ApiError('BIFRO_API_INVALID_REQUEST', 'querystring/cursor: not a cursor returned by this API');
   return Buffer.from(cursor, 'base64url').toString('utf8');
 }
 

@@ -14,6 +14,8 @@ import { API_ROUTES } from './api-routes';
 export const DOCS_PREFIX = '/api/v1/docs';
 /** Largest request body: a 4 MiB payload (MaxUserPayloadBytes' default) in base64 within JSON fits. */
 const BODY_LIMIT = 8 * 1024 * 1024;
+/** A 65535-byte client id or topic, every byte percent-encoded. */
+const MAX_PARAM_LENGTH = 65535 * 3;
 
 /** The admin API once listening. */
 export interface RunningApi {
@@ -35,6 +37,8 @@ export async function buildApi(ctx: ApiContext, api: ApiConfig): Promise<Fastify
     loggerInstance: ctx.logger.child({ component: 'api' }),
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
+    // Path parameters hold client ids and topics: up to 65535 bytes in MQTT, percent-encoded (× 3).
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // Unknown fields are refused (every body schema sets additionalProperties: false), not dropped.
     ajv: { customOptions: { removeAdditional: false, allErrors: false } },
     ...(tls !== undefined
@@ -92,11 +96,15 @@ export async function buildApi(ctx: ApiContext, api: ApiConfig): Promise<Fastify
   app.setErrorHandler((err: FastifyError | ApiError, request, reply) => {
     if (err instanceof ApiError) return reply.code(err.statusCode).send({ code: err.code, message: err.message });
     if (err.validation !== undefined)
-      return reply.code(400).send({ code: 'BIFRO_API_INVALID_REQUEST', message: `${err.validationContext ?? 'request'}${err.message.replace(/^\w+/, '')}` });
+      return reply
+        .code(400)
+        .send({ code: 'BIFRO_API_INVALID_REQUEST', message: `${err.validationContext ?? 'request'}${err.message.replace(/^\w+/, '')}` });
     const status = err.statusCode ?? 500;
     if (status >= 400 && status < 500) return reply.code(status).send({ code: 'BIFRO_API_INVALID_REQUEST', message: err.message });
     request.log.error({ err, route: request.routeOptions.url }, 'api request failed');
-    return reply.code(500).send({ code: 'BIFRO_API_INTERNAL', message: `internal error (request ${request.id}; details in the broker log)` });
+    return reply
+      .code(500)
+      .send({ code: 'BIFRO_API_INTERNAL', message: `internal error (request ${request.id}; details in the broker log)` });
   });
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).send({ code: 'BIFRO_API_NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` }),
@@ -121,11 +129,7 @@ export async function buildApi(ctx: ApiContext, api: ApiConfig): Promise<Fastify
     });
     await app.register(swaggerUi, { routePrefix: DOCS_PREFIX, uiConfig: { persistAuthorization: false } });
   }
-  app.get(
-    '/api/v1/openapi.json',
-    { schema: { hide: true }, config: { public: true } },
-    async () => app.swagger(),
-  );
+  app.get('/api/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => app.swagger());
   for (const register of API_ROUTES) register(app, ctx);
   await app.ready();
   return app;

@@ -130,6 +130,18 @@ export interface ApiConfig {
   readonly docsPage: boolean;
 }
 
+/** `GET /metrics` (docs/metrics.md). */
+export interface MetricsConfig {
+  /**
+   * Which tenants get their own `tenant` label: the `top` tenants by connections and every tenant
+   * of `include`; the others are summed under `tenant="_other"`, so a scrape stays bounded.
+   */
+  readonly tenantLabels: { readonly top: number; readonly include: readonly string[] };
+}
+
+/** `metrics` when the file has no such section. */
+export const DEFAULT_METRICS: MetricsConfig = { tenantLabels: { top: 20, include: [] } };
+
 /** The whole broker configuration after loading: every default applied, every path absolute. */
 export interface BrokerConfig {
   /** Absolute path of the file it came from; undefined when built from defaults only. */
@@ -156,6 +168,8 @@ export interface BrokerConfig {
   readonly api?: ApiConfig;
   /** Seconds between `$SYS` publications to each tenant (0: off). */
   readonly sysInterval: number;
+  /** `GET /metrics`; set only when the file has a `metrics` section ({@link DEFAULT_METRICS} otherwise). */
+  readonly metrics?: MetricsConfig;
 }
 
 /** The kinds configured with a list of plugins. */

@@ -4,6 +4,7 @@ import { EVENT_TYPES } from '@bifro/spi';
 import type { BrokerConfig } from '../base/config-types';
 import type { Logger } from '../base/logger';
 import { ConnectionGate } from '../security/connection-gate';
+import { BanList } from '../security/ban-list';
 import { RUNTIME_TOKENS } from '../base/tokens';
 import { PLUGIN_TOKENS } from '../plugin-host/tokens';
 import type { AclManager, AuthManager, BalancerManager, EventManager, SettingsManager, ThrottlerManager } from '../plugin-host/managers';
@@ -65,6 +66,8 @@ export class Engine implements SessionRegistryHost {
   shuttingDown = false;
   /** Per-address connection rate and flapping bans (security.connectionRate, security.flapping). */
   readonly gate: ConnectionGate;
+  /** Operator bans (client ids, users, tenants, addresses), loaded from `storage.bans` at boot; asked at CONNECT. */
+  readonly bans: BanList;
   /** Whether some collector wants qos0Pushed, qos1Pushed or qos2Pushed (collectors are fixed at boot). */
   readonly pushWanted: boolean;
   /** Inflight records waiting to be written (see deferInflight), and the timer that writes them. */
@@ -94,6 +97,7 @@ export class Engine implements SessionRegistryHost {
   ) {
     const emit: EmitEvent = (type, client, detail) => this.emit(type, client, detail);
     this.gate = new ConnectionGate(config.security, logger, emit, wheel.clock);
+    this.bans = new BanList(persistence.storage.bans, logger, emit, wheel.clock);
     this.pushWanted = this.events.wants('qos0Pushed') || this.events.wants('qos1Pushed') || this.events.wants('qos2Pushed');
     this.limits = new TenantLimits(settings, throttler, usage, emit);
     this.retainQuotas = new RetainQuotas(this.retain, usage, wheel, this.limits, throttler, logger, emit);
@@ -195,23 +199,27 @@ export class Engine implements SessionRegistryHost {
     return Math.min(this.settings.get(tenantId, 'MaxPersistentFanout'), bySize);
   }
 
-  /** Store or clear a retained message; failures are logged and reported, the live delivery is unaffected. Resolves when stored. */
-  retainMessage(client: ClientInfo, msg: Message): Promise<void> {
+  /**
+   * Store or clear a retained message; failures are logged and reported, the live delivery is
+   * unaffected. Resolves when stored: true, or false when a retained quota refused it.
+   */
+  retainMessage(client: ClientInfo, msg: Message): Promise<boolean> {
     const allowed = msg.payload.length === 0 || this.retainQuotas.allowed(client, msg);
     if (allowed === true) return this.storeRetained(client, msg);
-    if (allowed === false) return Promise.resolve();
+    if (allowed === false) return Promise.resolve(false);
     // Decided asynchronously (a quota lookup): subscriptions made meanwhile still wait for it.
-    const decided = allowed.then((ok) => (ok ? this.storeRetained(client, msg) : undefined));
+    const decided = allowed.then((ok) => (ok ? this.storeRetained(client, msg) : false));
     this.retain.track(client.tenantId, decided);
     return decided;
   }
 
-  private storeRetained(client: ClientInfo, msg: Message): Promise<void> {
+  private storeRetained(client: ClientInfo, msg: Message): Promise<boolean> {
     const tenantId = client.tenantId;
     return this.retain.apply(tenantId, msg).then(
       (what) => {
         this.emit(what === 'retained' ? 'msgRetained' : 'retainMsgCleared', client, { topic: msg.topic, size: msg.payload.length });
         this.retainQuotas.refresh(tenantId);
+        return true;
       },
       (err: unknown) => {
         this.logger.error({ tenantId, topic: msg.topic, err: describeError(err) }, 'retained message not stored');

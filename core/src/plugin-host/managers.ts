@@ -13,6 +13,7 @@ import type {
   RedirectDecision,
   ResourceType,
   SettingName,
+  SettingUpdate,
   SettingValue,
   Storage,
 } from '@bifro/spi';
@@ -56,11 +57,40 @@ export interface SettingsManager {
   get<S extends SettingName>(tenantId: string, setting: S): SettingValue<S>;
   /** Called after cached values were dropped because the provider announced a change. */
   onChange(listener: (tenantId: string | undefined) => void): () => void;
+  /** The settings plugin's name (for messages). */
+  readonly providerName: string;
+  /** Whether the provider can change a tenant's values (SPI 1.3.0 `update`). */
+  readonly writable: boolean;
+  /**
+   * The valid values the provider holds for the tenant, by setting (its `overrides`, SPI 1.3.0;
+   * for a provider without it, what `provide` answers); invalid ones are left out, as `get` ignores them.
+   */
+  overrides(tenantId: string): Partial<Record<SettingName, SettingValue>>;
+  /**
+   * Change the tenant's values through the provider, under the plugin call timeout. Every value is
+   * checked against the registry first; nothing reaches the provider when one is invalid. Once it
+   * resolves `ok`, the tenant's cached values are dropped: its next CONNECT sees the change.
+   */
+  update(tenantId: string, changes: SettingUpdate): Promise<SettingUpdateOutcome>;
 }
+
+/** What {@link SettingsManager.update} did. */
+export type SettingUpdateOutcome =
+  | { readonly ok: true }
+  /**
+   * `not-writable`: the provider has no `update`; `invalid`: values the registry refuses (nothing
+   * stored), one problem each; `failed`: the provider rejected or threw; `timeout`: no answer in time.
+   */
+  | { readonly ok: false; readonly reason: 'not-writable' | 'invalid' | 'failed' | 'timeout'; readonly problems: readonly string[] };
 
 export interface ThrottlerManager {
   /** Fails open: a throw counts as true. */
   hasResource(tenantId: string, resource: ResourceType): boolean;
+  /**
+   * Called on every negative answer of the throttler (a quota refusal), for the refusal counters
+   * of the tenant's usage (docs/metrics.md). One listener: a later call replaces it.
+   */
+  onRefusal(listener: (tenantId: string, resource: ResourceType) => void): void;
 }
 
 /** Call statistics of one plugin instance, for `bifro plugin list`, the admin API and metrics. */
@@ -70,6 +100,10 @@ export interface PluginCallStats {
   timeouts: number;
   /** Sum of call durations, milliseconds. */
   totalMs: number;
+  /** Calls per latency bucket (`call-latency.ts`: LATENCY_BOUNDS_MS, then `+Inf`). */
+  readonly latency: Float64Array;
+  /** When the last failure happened (`Date.now()`), 0 = never: the plugin's health. */
+  lastFailureAt: number;
 }
 
 /** A plugin the host loaded (or tried to). */

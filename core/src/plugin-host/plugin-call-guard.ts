@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { PluginKind, PluginKindMap } from '@bifro/spi';
 import { describeError } from '../base/errors';
+import { latencyBuckets, recordLatency } from './call-latency';
 import { raceTimeout, TIMED_OUT } from './call-timeout';
 import type { PluginCallStats } from './managers';
 import type { CallSubject, PluginCallFailureReason, PluginFailureReporter } from './plugin-failure-reporter';
@@ -14,7 +15,7 @@ export const CALL_FAILED: unique symbol = Symbol('call failed');
  * synchronous answer costs no promise) and tell the guard how the call went.
  */
 export class GuardedPlugin<K extends PluginKind> {
-  readonly stats: PluginCallStats = { calls: 0, failures: 0, timeouts: 0, totalMs: 0 };
+  readonly stats: PluginCallStats = { calls: 0, failures: 0, timeouts: 0, totalMs: 0, latency: latencyBuckets(), lastFailureAt: 0 };
 
   constructor(
     readonly name: string,
@@ -31,16 +32,21 @@ export class GuardedPlugin<K extends PluginKind> {
 
   /** Counts a call that returned a usable answer. */
   succeeded(start: number): void {
+    const ms = performance.now() - start;
     this.stats.calls++;
-    this.stats.totalMs += performance.now() - start;
+    this.stats.totalMs += ms;
+    recordLatency(this.stats.latency, ms);
   }
 
   /** Counts and reports a call that threw, timed out or answered something invalid. */
   failed(start: number, method: string, reason: PluginCallFailureReason, error: unknown, subject?: CallSubject): void {
+    const ms = performance.now() - start;
     this.stats.calls++;
     this.stats.failures++;
     if (reason === 'timeout') this.stats.timeouts++;
-    this.stats.totalMs += performance.now() - start;
+    this.stats.totalMs += ms;
+    recordLatency(this.stats.latency, ms);
+    this.stats.lastFailureAt = Date.now();
     this.reporter.report({
       plugin: this.name,
       kind: this.kind,

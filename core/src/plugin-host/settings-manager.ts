@@ -1,16 +1,48 @@
-import { describeValue, SETTINGS, settingValueProblem, type SettingChange, type SettingName, type SettingValue } from '@bifro/spi';
+import {
+  describeValue,
+  SETTINGS,
+  settingValueProblem,
+  type SettingChange,
+  type SettingName,
+  type SettingUpdate,
+  type SettingValue,
+} from '@bifro/spi';
 import { describeError } from '../base/errors';
 import type { Logger } from '../base/logger';
-import type { SettingsManager } from './managers';
-import type { GuardedPlugin } from './plugin-call-guard';
+import type { SettingsManager, SettingUpdateOutcome } from './managers';
+import { CALL_FAILED, type GuardedPlugin } from './plugin-call-guard';
 
 type AnySettingValue = boolean | number;
+
+const SETTING_NAMES = Object.keys(SETTINGS) as SettingName[];
+
+/**
+ * What is wrong with a change of settings, one line per bad entry (empty when it is fine): an
+ * unknown name (with a hint for a case mistake), or a value the registry refuses, in the words of
+ * the warning the manager logs for a provider's invalid value (`invalid MaximumQoS: 3 (above the
+ * maximum 2)`). `null` (remove the override) is fine for every known setting.
+ */
+export function settingChangeProblems(changes: Readonly<Record<string, unknown>>): string[] {
+  const problems: string[] = [];
+  for (const [name, value] of Object.entries(changes)) {
+    if (!Object.prototype.hasOwnProperty.call(SETTINGS, name)) {
+      const hint = SETTING_NAMES.find((n) => n.toLowerCase() === name.toLowerCase());
+      problems.push(`unknown setting ${name}${hint === undefined ? '' : ` (did you mean ${hint}?)`}`);
+      continue;
+    }
+    if (value === null) continue;
+    const problem = settingValueProblem(name as SettingName, value);
+    if (problem !== undefined) problems.push(`invalid ${name}: ${describeValue(value)} (${problem})`);
+  }
+  return problems;
+}
 
 /**
  * Per-tenant settings from the settings plugin, checked against the registry (`settingValueProblem`
  * of @bifro/spi, which providers can use too) and cached per tenant and setting. An invalid value
  * is logged (naming tenant, setting and value) and the default is used. When the provider announces a change the cache is dropped (for the tenant, or
- * all) and listeners are told.
+ * all) and listeners are told. A writable provider (SPI 1.3.0 `update`) is changed through
+ * {@link update}: checked against the registry, guarded like every plugin call, then the cache dropped.
  */
 export class GuardedSettingsManager implements SettingsManager {
   private readonly cache = new Map<string, Map<SettingName, AnySettingValue>>();
@@ -53,6 +85,79 @@ export class GuardedSettingsManager implements SettingsManager {
   onChange(listener: (tenantId: string | undefined) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  get providerName(): string {
+    return this.provider.name;
+  }
+
+  get writable(): boolean {
+    return typeof this.provider.instance.writeOverrides === 'function';
+  }
+
+  overrides(tenantId: string): Partial<Record<SettingName, SettingValue>> {
+    const provider = this.provider;
+    const instance = provider.instance;
+    const start = provider.start();
+    let held: unknown;
+    try {
+      if (typeof instance.readOverrides === 'function') held = instance.readOverrides(tenantId);
+      else {
+        // A read-only provider: what it answers is what it holds (`provide` is cheap by contract).
+        const answered: Partial<Record<SettingName, unknown>> = {};
+        for (const name of SETTING_NAMES) answered[name] = instance.provide(name, tenantId);
+        held = answered;
+      }
+    } catch (err) {
+      provider.failed(start, 'readOverrides', 'error', err, { tenantId });
+      return {};
+    }
+    provider.succeeded(start);
+    const out: Partial<Record<SettingName, SettingValue>> = {};
+    if (typeof held !== 'object' || held === null) return out;
+    for (const name of SETTING_NAMES) {
+      const value = (held as Partial<Record<SettingName, unknown>>)[name];
+      if (value !== undefined && settingValueProblem(name, value) === undefined) out[name] = value as SettingValue;
+    }
+    return out;
+  }
+
+  async update(tenantId: string, changes: SettingUpdate): Promise<SettingUpdateOutcome> {
+    const provider = this.provider;
+    const instance = provider.instance;
+    if (typeof instance.writeOverrides !== 'function')
+      return {
+        ok: false,
+        reason: 'not-writable',
+        problems: [`the settings provider ${provider.name} is not writable (it has no writeOverrides)`],
+      };
+    const problems = settingChangeProblems(changes);
+    if (problems.length > 0) return { ok: false, reason: 'invalid', problems };
+    const start = provider.start();
+    let error: unknown;
+    let pending: Promise<void>;
+    try {
+      pending = Promise.resolve(instance.writeOverrides(tenantId, changes));
+    } catch (err) {
+      provider.failed(start, 'writeOverrides', 'error', err, { tenantId });
+      return { ok: false, reason: 'failed', problems: [describeError(err)] };
+    }
+    // The guard counts, reports and times the call; the rejection's own words are kept for the caller.
+    const kept = pending.catch((err: unknown) => {
+      error = err;
+      throw err;
+    });
+    const outcome = await provider.settle(kept, start, 'writeOverrides', { tenantId });
+    if (outcome === CALL_FAILED) {
+      return error === undefined
+        ? { ok: false, reason: 'timeout', problems: [`the settings provider ${provider.name} did not answer writeOverrides in time`] }
+        : { ok: false, reason: 'failed', problems: [describeError(error)] };
+    }
+    provider.succeeded(start);
+    // The provider announces its change too; dropping the cache here makes the next CONNECT see
+    // the new values even when that announcement comes late.
+    this.changed({ tenantId });
+    return { ok: true };
   }
 
   /** Stops listening to the provider. */

@@ -4,7 +4,13 @@ import type { GuardedPlugin } from './plugin-call-guard';
 
 /** Asks the throttler plugin whether a tenant still has a resource; fails open (a throw or a non-boolean answer counts as true). */
 export class GuardedThrottlerManager implements ThrottlerManager {
+  private refused: ((tenantId: string, resource: ResourceType) => void) | undefined = undefined;
+
   constructor(private readonly plugin: GuardedPlugin<'throttler'>) {}
+
+  onRefusal(listener: (tenantId: string, resource: ResourceType) => void): void {
+    this.refused = listener;
+  }
 
   hasResource(tenantId: string, resource: ResourceType): boolean {
     const plugin = this.plugin;
@@ -21,6 +27,7 @@ export class GuardedThrottlerManager implements ThrottlerManager {
       return true;
     }
     plugin.succeeded(start);
+    if (!answer) this.refused?.(tenantId, resource);
     return answer;
   }
 }

@@ -7,6 +7,8 @@ import { RUNTIME_TOKENS } from '../base/tokens';
 import { loadPlugins, registerPluginHost } from '../plugin-host';
 import type { LoadedPluginInfo } from '../plugin-host/managers';
 import { TenantUsage, type TenantMetrics } from '../tenancy/tenant-usage';
+import { TenantRates } from '../tenancy/tenant-rates';
+import { SysTopics } from '../broker/sys-topics';
 import { TimerWheel } from '../session/timer-wheel';
 import { MqttServer } from '../protocol/mqtt-server';
 import type { ListenerAddress } from '../transport/listener-address';
@@ -103,6 +105,10 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
   const server = container.resolve(MqttServer);
   if (options.worker !== undefined) serveAsWorker(server, engine, options.worker);
   const state: BrokerState = { ready: false, stopping: false };
+  const startedAt = clock();
+  // Sampled on the timer wheel only when something reads the rates (the admin API, $SYS).
+  const rates = new TenantRates(usage, wheel);
+  const sys = new SysTopics(engine, rates, wheel, config.sysInterval, startedAt);
   const apiContext: ApiContext = {
     config,
     logger,
@@ -110,16 +116,21 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     storage: host.storage,
     plugins: host.plugins,
     clock,
-    startedAt: clock(),
+    startedAt,
     state,
+    rates,
   };
   let bound;
   let api: RunningApi | undefined;
   try {
     const restored = await engine.sessions.restore();
     if (restored > 0) logger.info({ sessions: restored }, `restored ${restored} persistent sessions`);
+    // Bans are in force before the first CONNECT is read.
+    await engine.bans.load();
     bound = await server.listen();
     engine.redirects.start();
+    if (config.api !== undefined || config.sysInterval > 0) rates.start();
+    sys.start();
     if (config.api !== undefined) api = await startApi(apiContext, config.api);
   } catch (err) {
     await server.close();
@@ -164,8 +175,12 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
         logger.info({ reason }, 'broker stopping');
         // Drain: /ready turns 503, listeners stop accepting, v5 clients get DISCONNECT 0x8B, then storage is flushed and closed.
         state.stopping = true;
+        sys.stop();
+        rates.stop();
         await server.close();
         await api?.close();
+        // Deletes of ended bans met at CONNECT reach storage before it closes.
+        await engine.bans.settled();
         await host.close();
         wheel.close();
         logger.info('broker stopped');

@@ -66,6 +66,9 @@ export interface RawConfig {
     readonly docsPage?: boolean;
   } | null;
   readonly sysInterval?: number;
+  readonly metrics?: {
+    readonly tenantLabels?: { readonly top?: number; readonly include?: readonly string[] | null } | null;
+  } | null;
   readonly security?: {
     readonly allowAnonymousOnPublicInterfaces?: boolean;
     readonly connectionRate?: {
@@ -264,7 +267,11 @@ export const CONFIG_SCHEMA = {
             required: ['name', 'hash'],
             properties: {
               name: { type: 'string', pattern: '^[A-Za-z0-9_.@-]{1,64}$', expected: '1-64 letters, digits, ".", "_", "@" or "-"' },
-              hash: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$', expected: '"sha256:" and 64 lowercase hex digits (bifro token create)' },
+              hash: {
+                type: 'string',
+                pattern: '^sha256:[0-9a-f]{64}$',
+                expected: '"sha256:" and 64 lowercase hex digits (bifro token create)',
+              },
               tenant: { type: 'string', minLength: 1, expected: 'a tenant id' },
             },
           },
@@ -281,6 +288,28 @@ export const CONFIG_SCHEMA = {
       },
     },
     sysInterval: integer(0, 86400, ' (seconds between $SYS publications; 0 = off)'),
+    metrics: {
+      type: ['object', 'null'],
+      expected: 'a map {tenantLabels}',
+      additionalProperties: false,
+      properties: {
+        tenantLabels: {
+          type: ['object', 'null'],
+          expected: 'a map {top, include} (tenants with their own tenant label in /metrics)',
+          additionalProperties: false,
+          properties: {
+            top: integer(0, 10000, ' (tenants by connections with their own label)'),
+            include: {
+              type: ['array', 'null'],
+              items: { type: 'string', minLength: 1, expected: 'a tenant id' },
+              uniqueItems: true,
+              maxItems: 10000,
+              expected: 'a list of distinct tenant ids (at most 10000) always labelled',
+            },
+          },
+        },
+      },
+    },
     log: {
       type: ['object', 'null'],
       expected: 'a map {level, pretty}',

@@ -32,7 +32,15 @@
  * one {@link ConfigError}; each message names the file and line, the key path and what was expected.
  */
 import path from 'node:path';
-import type { ApiConfig, BrokerConfig, PluginRef, PluginsConfig, SecurityConfig } from '../base/config-types';
+import {
+  DEFAULT_METRICS,
+  type ApiConfig,
+  type BrokerConfig,
+  type MetricsConfig,
+  type PluginRef,
+  type PluginsConfig,
+  type SecurityConfig,
+} from '../base/config-types';
 import { ConfigError, type ConfigIssue } from './config-errors';
 import { MAX_WORKERS, type RawConfig, type RawListener, type RawPluginRef } from './config-schema';
 import { readEnvOverrides } from './env-overrides';
@@ -227,6 +235,17 @@ function build(raw: RawConfig, ctx: BuildContext): BrokerConfig {
     log: pretty === undefined ? { level } : { level, pretty },
     ...(raw.api !== undefined && raw.api !== null ? { api: buildApi(raw.api, fromFile) } : {}),
     sysInterval: raw.sysInterval ?? DEFAULT_SYS_INTERVAL_SECONDS,
+    ...(raw.metrics !== undefined && raw.metrics !== null ? { metrics: buildMetrics(raw.metrics) } : {}),
+  };
+}
+
+function buildMetrics(raw: NonNullable<RawConfig['metrics']>): MetricsConfig {
+  const labels = raw.tenantLabels ?? {};
+  return {
+    tenantLabels: {
+      top: labels.top ?? DEFAULT_METRICS.tenantLabels.top,
+      include: [...(labels.include ?? DEFAULT_METRICS.tenantLabels.include)],
+    },
   };
 }
 

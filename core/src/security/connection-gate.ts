@@ -235,6 +235,8 @@ export class ConnectionGate {
   rateRefused = 0;
   /** CONNECTs refused because their client id is banned, since start. */
   bannedRefused = 0;
+  /** Flapping bans begun, since start. */
+  flappingBans = 0;
 
   constructor(
     config: SecurityConfig,
@@ -283,6 +285,7 @@ export class ConnectionGate {
   /** A connected client's connection ended (not at shutdown). */
   disconnected(client: GateClient): void {
     if (!this.flapping.enabled || !this.flapping.disconnected(sessionListKey(client.tenantId, client.clientId))) return;
+    this.flappingBans++;
     const { maxDisconnects, windowSeconds, banSeconds } = this.flapping.limits;
     this.logger.warn(
       { tenantId: client.tenantId, clientId: client.clientId, remote: client.remoteAddress, maxDisconnects, windowSeconds, banSeconds },

@@ -13,6 +13,7 @@ import { COUNTER, type TenantUsage } from '../tenancy/tenant-usage';
 import { Message } from './message';
 import { Session, type SessionHost, type SessionLink, type SessionWill } from './session';
 import { willFromRecord } from './session-persistence';
+import { SortedIds } from './sorted-ids';
 import type { TimerWheel } from './timer-wheel';
 
 /** Session Expiry Interval meaning "never" (§3.1.2). */
@@ -25,8 +26,8 @@ export interface SessionRegistryHost extends SessionHost {
   readonly emit: EmitEvent;
   /** Deliver to the tenant's matching subscriptions (a will). */
   publish(tenantId: string, msg: Message): number;
-  /** Store or clear a retained message (a retained will). */
-  retainMessage(client: ClientInfo, msg: Message): Promise<void>;
+  /** Store or clear a retained message (a retained will); resolves when done. */
+  retainMessage(client: ClientInfo, msg: Message): Promise<unknown>;
 }
 
 /** A connection as the registry takes its session away (the connection, seen from the session). */
@@ -55,6 +56,11 @@ export interface OpenedSession {
  */
 export class SessionRegistry {
   private readonly byKey = new Map<string, Session>();
+  /**
+   * Each tenant's client ids in order, kept as sessions start and end (not per message): what
+   * the admin API pages through, without sorting the broker's sessions for every page.
+   */
+  private readonly byTenant = new Map<string, SortedIds>();
 
   constructor(
     private readonly host: SessionRegistryHost,
@@ -73,6 +79,26 @@ export class SessionRegistry {
 
   get size(): number {
     return this.byKey.size;
+  }
+
+  /**
+   * The tenant's sessions in client id order (UTF-16 code units), after `fromClientId` when given
+   * (or from it, `inclusive`): a binary search to the start, then one step per session. Do not
+   * start or end sessions while iterating (take what you need first).
+   */
+  *tenantSessions(tenantId: string, fromClientId?: string, inclusive = false): Generator<Session, void, undefined> {
+    const ids = this.byTenant.get(tenantId);
+    if (ids === undefined) return;
+    for (const clientId of ids.from(fromClientId, inclusive)) {
+      const session = this.byKey.get(sessionListKey(tenantId, clientId));
+      if (session !== undefined) yield session;
+    }
+  }
+
+  private indexSession(session: Session): void {
+    let ids = this.byTenant.get(session.tenantId);
+    if (ids === undefined) this.byTenant.set(session.tenantId, (ids = new SortedIds()));
+    ids.add(session.clientId);
   }
 
   /**
@@ -131,6 +157,7 @@ export class SessionRegistry {
       this.host,
     );
     this.byKey.set(session.key, session);
+    this.indexSession(session);
     this.usage.bump(client.tenantId, COUNTER.sessions, 1);
     this.host.emit('sessionStarted', client, {});
     return session;
@@ -192,6 +219,8 @@ export class SessionRegistry {
   end(session: Session): void {
     if (this.byKey.get(session.key) !== session) return;
     this.byKey.delete(session.key);
+    const ids = this.byTenant.get(session.tenantId);
+    if (ids !== undefined && ids.delete(session.clientId) && ids.size === 0) this.byTenant.delete(session.tenantId);
     this.usage.bump(session.tenantId, COUNTER.sessions, -1);
     this.wheel.cancel(session);
     if (session.willAt !== 0) this.fireWill(session);
@@ -320,6 +349,7 @@ export class SessionRegistry {
     }
     session.expireAt = r.expirySeconds === NEVER_EXPIRES ? 0 : since + r.expirySeconds * 1000;
     this.byKey.set(session.key, session);
+    this.indexSession(session);
     this.usage.bump(r.tenantId, COUNTER.sessions, 1);
     if (wasConnected) this.save(session, now).catch(() => undefined);
     return session;
@@ -329,6 +359,7 @@ export class SessionRegistry {
   close(): void {
     for (const session of this.byKey.values()) this.wheel.cancel(session);
     this.byKey.clear();
+    this.byTenant.clear();
   }
 }
 

@@ -84,6 +84,8 @@ export class Session implements WheelEntry {
   expireAt = 0;
   /** When the client last disconnected (ms since epoch). */
   disconnectedAt = 0;
+  /** When the current connection attached (ms since epoch), 0 before the first. */
+  connectedAt = 0;
 
   /** Whether the session's record is in storage (it was persistent at some point). */
   stored = false;
@@ -306,6 +308,7 @@ export class Session implements WheelEntry {
   /** Attach a connection: resend what was in flight with DUP [MQTT-4.4.0-1], then what waits. */
   attach(link: SessionLink): void {
     this.link = link;
+    this.connectedAt = this.host.now();
     if (!this.loaded) {
       void this.load().then(() => this.link === link && this.resend(link));
       return;
@@ -342,6 +345,11 @@ export class Session implements WheelEntry {
       else this.send(link, d);
     }
     queue.compact();
+  }
+
+  /** Deliveries waiting in the memory queue (a transient session's; not those in flight). */
+  get memoryQueued(): number {
+    return this.queue?.size ?? 0;
   }
 
   /** Message bytes this session holds in its memory queue. */

@@ -67,6 +67,8 @@ export class TenantLimits {
     private readonly emit: EmitEvent,
   ) {
     this.unwatchSettings = settings.onChange((tenantId) => this.invalidate(tenantId));
+    // Every negative throttler answer, wherever it was asked (CONNECT, SUBSCRIBE, retain, flow control), is a quota refusal.
+    throttler.onRefusal((tenantId, resource) => usage.refused(tenantId, resource));
   }
 
   /** The tenant's settings changed (all tenants when undefined): live limits go stale, caches are dropped. */

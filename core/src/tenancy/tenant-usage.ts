@@ -36,6 +36,8 @@ export class TenantState {
   readonly windowStart = new Float64Array(RESOURCE_TYPES.length);
   /** Traffic counters, indexed by {@link COUNTER}. */
   readonly counters = new Float64Array(COUNTER_COUNT);
+  /** Negative throttler answers per resource, indexed like RESOURCE_TYPES; made at the first one. */
+  refusals: Float64Array | undefined = undefined;
 
   /** Count `amount` into the current one-second window of the rate at `index`. */
   countRate(index: number, amount: number, now: number): void {
@@ -79,6 +81,8 @@ export interface TenantMetrics {
   readonly sessionMemoryBytes: number;
   /** Message bytes appended to persistent inboxes by this process and not yet delivered. */
   readonly inboxBytes: number;
+  /** Negative throttler answers (quota refusals), all resources together. */
+  readonly quotaRefusals: number;
 }
 
 /**
@@ -128,9 +132,30 @@ export class TenantUsage implements TenantUsageReader {
     this.state(tenantId).counters[counter]! += amount;
   }
 
+  /** A negative answer of the throttler (a quota refusal) for the tenant's resource. */
+  refused(tenantId: string, resource: ResourceType): void {
+    const state = this.state(tenantId);
+    (state.refusals ??= new Float64Array(RESOURCE_TYPES.length))[RESOURCE_INDEX.get(resource)!]!++;
+  }
+
   /** Tenants with any recorded usage. */
   tenantIds(): IterableIterator<string> {
     return this.tenants.keys();
+  }
+
+  /** Tenants with any recorded usage and their state (read by scrapes and samplers, not written). */
+  states(): IterableIterator<[string, TenantState]> {
+    return this.tenants.entries();
+  }
+
+  /** The tenant's state, undefined when it has no recorded usage (nothing is created). */
+  peek(tenantId: string): TenantState | undefined {
+    return this.tenants.get(tenantId);
+  }
+
+  /** Number of tenants with recorded usage. */
+  get tenantCount(): number {
+    return this.tenants.size;
   }
 
   /** A snapshot of the tenant's metrics (all zero for a tenant never seen). */
@@ -156,6 +181,7 @@ export class TenantUsage implements TenantUsageReader {
       retainedBytes: v('TotalRetainedBytes'),
       sessionMemoryBytes: v('TotalSessionMemoryBytes'),
       inboxBytes: v('TotalPersistentSessionSpaceBytes'),
+      quotaRefusals: s.refusals === undefined ? 0 : s.refusals.reduce((a, b) => a + b, 0),
     };
   }
 }

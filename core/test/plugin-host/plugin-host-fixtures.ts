@@ -35,6 +35,7 @@ export function configWith(plugins: Partial<PluginsConfig>, overrides: Partial<B
     },
     security: DEFAULT_SECURITY,
     log: { level: 'debug' },
+    sysInterval: 0,
     ...overrides,
     plugins: {
       packages: [],

@@ -1,15 +1,20 @@
 import { FileWatcher, serialized } from '@bifro/spi';
 import * as fs from 'node:fs';
-import type { PluginLogger, SettingChange, SettingName, SettingProvider, SettingValue } from '@bifro/spi';
+import type { PluginLogger, SettingChange, SettingName, SettingProvider, SettingUpdate, SettingValue } from '@bifro/spi';
 import type { FileSettingsOptions } from './options';
 import { diffTables, EMPTY_TABLE, parseSettings, type SettingsTable } from './settings-table';
+import { changeProblems, editSettingsText, writeFileAtomic } from './settings-writer';
+
+/** How often an update starts over when the file changed under it (an editor saving meanwhile). */
+const UPDATE_ATTEMPTS = 3;
 
 /**
  * A {@link SettingProvider} over a YAML file of `defaults:` and `tenants:` overrides, checked
  * against the settings registry and reloaded when the file changes (see the README).
  *
  * `provide` is two map lookups: tenant override, then the `defaults` section, then `undefined`
- * (the registry default).
+ * (the registry default). Writable (SPI 1.3.0): `update` edits the file in place, keeping its
+ * comments, and applies the change at once.
  */
 export class FileSettingProvider implements SettingProvider {
   private table: SettingsTable = EMPTY_TABLE;
@@ -19,9 +24,11 @@ export class FileSettingProvider implements SettingProvider {
   private watcher: FileWatcher | undefined;
   /** One reload at a time; a change seen during one is read by the next. */
   private readonly reloads = serialized(
-    () => this.reloadOnce(),
+    () => this.exclusive(() => this.reloadOnce()),
     () => this.closed,
   );
+  /** Reloads and updates take turns: a reload never applies a text older than an update's. */
+  private turn: Promise<unknown> = Promise.resolve();
   private closed = false;
 
   constructor(
@@ -66,6 +73,27 @@ export class FileSettingProvider implements SettingProvider {
     return value as SettingValue<S> | undefined;
   }
 
+  readOverrides(tenantId: string): Partial<Record<SettingName, SettingValue>> {
+    const table = this.table;
+    const out: Partial<Record<SettingName, SettingValue>> = {};
+    for (const [setting, value] of table.defaults) out[setting] = value;
+    for (const [setting, value] of table.tenants.get(tenantId) ?? []) out[setting] = value;
+    return out;
+  }
+
+  /**
+   * Changes the tenant's section of the file (a value sets an override, `null` removes it) and
+   * applies it before resolving. The file is read again first, so an edit made by hand meanwhile
+   * is kept, and replaced atomically; when it changes between that read and the rename, the update
+   * starts over (a few times). Rejects, writing nothing, on an invalid value or a file it cannot
+   * edit safely (a YAML error, a section that is not a mapping).
+   */
+  writeOverrides(tenantId: string, changes: SettingUpdate): Promise<void> {
+    const problems = changeProblems(changes);
+    if (problems.length > 0) return Promise.reject(new Error(`settings-file: ${problems.join('; ')}`));
+    return this.exclusive(() => this.updateOnce(tenantId, changes));
+  }
+
   onChange(listener: (change: SettingChange) => void): () => void {
     const wrapped = (change: SettingChange): void => listener(change);
     this.listeners.add(wrapped);
@@ -83,6 +111,37 @@ export class FileSettingProvider implements SettingProvider {
   /** Reads the file again now (what a detected change does). Resolves when the new values apply. */
   reload(): Promise<void> {
     return this.reloads();
+  }
+
+  /** Runs `work` after the reloads and updates before it. */
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.turn.then(work);
+    this.turn = run.catch(() => undefined);
+    return run;
+  }
+
+  private async updateOnce(tenantId: string, changes: SettingUpdate): Promise<void> {
+    const file = this.options.file;
+    for (let attempt = 1; ; attempt++) {
+      if (this.closed) throw new Error('settings-file: the provider is closed');
+      const before = await this.read();
+      if (before === null) throw new Error(`settings-file: cannot read ${file}`);
+      const text = editSettingsText(before, file, tenantId, changes);
+      const written = await writeFileAtomic(file, text, async () => (await this.read()) === before);
+      if (!written) {
+        if (attempt < UPDATE_ATTEMPTS) continue;
+        throw new Error(`settings-file: ${file} kept changing while it was being updated; try again`);
+      }
+      this.logger.info(`settings file ${file} updated for tenant ${tenantId}: ${Object.keys(changes).join(', ')}`, {
+        file,
+        tenantId,
+        settings: Object.keys(changes),
+      });
+      // Applied here rather than by the watcher, which then finds the text it already has: one reload, not two.
+      this.lastText = text;
+      this.apply(text, true);
+      return;
+    }
   }
 
   private async reloadOnce(): Promise<void> {

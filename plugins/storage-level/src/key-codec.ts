@@ -29,6 +29,8 @@ export const KEY_SPACE = {
   retainedIndex: Buffer.from('ri!', 'latin1'),
   /** `rm!<tenant>`: retained totals of a tenant. */
   retainedMeta: Buffer.from('rm!', 'latin1'),
+  /** `b!<kind>\0<scope><tenant>\0<value>`: a ban (scope byte 0x01: for every tenant, 0x02: the tenant that follows). */
+  ban: Buffer.from('b!', 'latin1'),
 } as const;
 
 /** The key of the data format marker. */

@@ -2,6 +2,7 @@ import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import type { PluginLogger, Storage } from '@bifro/spi';
 import { Level } from 'level';
+import { LevelBanStore } from './ban-store';
 import { GroupCommit, type BatchOp, type GroupCommitStats } from './group-commit';
 import { LevelInboxStore } from './inbox-store';
 import { LevelInflightStore } from './inflight-store';
@@ -65,6 +66,8 @@ export class LevelStorage implements Storage {
   readonly inbox: LevelInboxStore;
   readonly inflight: LevelInflightStore;
   readonly retained: LevelRetainStore;
+  /** Bans (SPI 1.3.0), durable like the rest. */
+  readonly bans: LevelBanStore;
 
   private readonly sync: boolean;
   private readonly groupCommitMs: number;
@@ -96,6 +99,7 @@ export class LevelStorage implements Storage {
     this.inbox = new LevelInboxStore(ctx);
     this.inflight = new LevelInflightStore(ctx);
     this.retained = new LevelRetainStore(ctx);
+    this.bans = new LevelBanStore(ctx);
   }
 
   /** Counters since creation. */

@@ -1,4 +1,6 @@
 import type {
+  BanKind,
+  BanRecord,
   InboxMessage,
   InflightRecord,
   MessageProperties,
@@ -464,4 +466,46 @@ export function encodeRetainedIndexValue(v: RetainedIndexValue): Buffer {
 
 export function decodeRetainedIndexValue(value: Buffer): RetainedIndexValue {
   return value.length >= 16 ? { bytes: value.readDoubleBE(0), expiresAt: value.readDoubleBE(8) } : { bytes: value.readDoubleBE(0) };
+}
+
+const BAN_KINDS: readonly BanKind[] = ['clientId', 'user', 'tenant', 'address'];
+const B_TENANT = 0x01;
+const B_REASON = 0x02;
+const B_UNTIL = 0x04;
+const B_BY = 0x08;
+
+/** A ban as a value: kind, presence flags, value, createdAt, then the optional fields. */
+export function encodeBan(ban: BanRecord): Buffer {
+  const w = new ValueWriter(64 + ban.value.length + (ban.reason?.length ?? 0));
+  w.u8(BAN_KINDS.indexOf(ban.kind));
+  w.u8(
+    (ban.tenantId !== undefined ? B_TENANT : 0) |
+      (ban.reason !== undefined ? B_REASON : 0) |
+      (ban.until !== undefined ? B_UNTIL : 0) |
+      (ban.by !== undefined ? B_BY : 0),
+  );
+  w.string(ban.value);
+  w.f64(ban.createdAt);
+  if (ban.tenantId !== undefined) w.string(ban.tenantId);
+  if (ban.reason !== undefined) w.string(ban.reason);
+  if (ban.until !== undefined) w.f64(ban.until);
+  if (ban.by !== undefined) w.string(ban.by);
+  return w.finish();
+}
+
+export function decodeBan(value: Buffer): BanRecord {
+  const r = new ValueReader(value);
+  const kind = BAN_KINDS[r.u8()];
+  if (kind === undefined) throw new RangeError('unknown ban kind');
+  const flags = r.u8();
+  const ban: { kind: BanKind; value: string; createdAt: number; tenantId?: string; reason?: string; until?: number; by?: string } = {
+    kind,
+    value: r.string(),
+    createdAt: r.f64(),
+  };
+  if (flags & B_TENANT) ban.tenantId = r.string();
+  if (flags & B_REASON) ban.reason = r.string();
+  if (flags & B_UNTIL) ban.until = r.f64();
+  if (flags & B_BY) ban.by = r.string();
+  return ban;
 }

@@ -16,6 +16,7 @@ describe('level storage: storage conformance kit, with close and reopen', () => 
       reopen: async (previous) => new LevelStorage({ path: pathOf(previous) }),
       destroy: async (s) => rm(dirname(pathOf(s)), { recursive: true, force: true }),
       durable: true,
+      bans: true,
     }),
     { it },
   );
@@ -30,6 +31,7 @@ describe('level storage: conformance with sync off, no group commit window and t
       reopen: async (previous) => new LevelStorage({ path: pathOf(previous), ...options }),
       destroy: async (s) => rm(dirname(pathOf(s)), { recursive: true, force: true }),
       durable: true,
+      bans: true,
     }),
     { it },
   );
@@ -46,6 +48,7 @@ describe('level storage: conformance through the plugin factory', () => {
       reopen: async (previous) => new LevelStorage({ path: pathOf(previous) }),
       destroy: async (s) => rm(dirname(pathOf(s)), { recursive: true, force: true }),
       durable: true,
+      bans: true,
     }),
     { it },
   );

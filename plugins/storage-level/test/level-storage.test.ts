@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { SPI_VERSION, type InboxMessage } from '@bifro/spi';
 import { numberedInboxMessage, numberedInboxMessages, plainMessage, sampleSession, testPluginContext } from '@bifro/spi/testing';
 import { Level } from 'level';
+import { satisfies } from 'semver';
 import plugin, { LevelStorage, STORAGE_ERRORS, resolveOptions } from '../src';
 import { removeTempDirs, tempDir } from './temp-dirs';
 
@@ -59,7 +60,9 @@ describe('level storage plugin: manifest and options', () => {
     expect(pkg.bifro.kinds).toEqual(['storage']);
     expect(pkg.bifro.main).toBe('dist/index.js');
     expect(pkg.peerDependencies['@bifro/spi']).toBe(pkg.bifro.spi);
-    expect(pkg.bifro.spi).toBe(`^${SPI_VERSION.split('.')[0]}.0.0`);
+    // The ban store (storage.bans) is SPI 1.3.0: an older broker would load the plugin and ignore its bans.
+    expect(pkg.bifro.spi).toBe('^1.3.0');
+    expect(satisfies(SPI_VERSION, pkg.bifro.spi)).toBe(true);
     expect(pkg.dependencies.level).toMatch(/^\^10\./);
   });
 

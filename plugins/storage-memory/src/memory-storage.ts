@@ -1,4 +1,5 @@
 import type { Storage } from '@bifro/spi';
+import { MemoryBanStore } from './ban-store';
 import { MemoryInboxStore } from './inbox-store';
 import { MemoryInflightStore } from './inflight-store';
 import { MemoryRetainStore } from './retain-store';
@@ -29,6 +30,8 @@ export class MemoryStorage implements Storage {
   readonly inbox = new MemoryInboxStore();
   readonly inflight = new MemoryInflightStore();
   readonly retained = new MemoryRetainStore();
+  /** Bans (SPI 1.3.0); gone at restart like the rest. */
+  readonly bans = new MemoryBanStore();
   readonly sessions = new MemorySessionStore((tenantId, clientId) => {
     this.inbox.erase(tenantId, clientId);
     this.inflight.erase(tenantId, clientId);

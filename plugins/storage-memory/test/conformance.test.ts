@@ -4,7 +4,7 @@ import plugin from '../src';
 import { MemoryStorage } from '../src/memory-storage';
 
 describe('memory storage: storage conformance kit', () => {
-  registerConformance(storageConformance({ create: async () => new MemoryStorage(), durable: false }), { it });
+  registerConformance(storageConformance({ create: async () => new MemoryStorage(), durable: false, bans: true }), { it });
 });
 
 describe('memory storage: conformance through the plugin factory', () => {
@@ -17,6 +17,7 @@ describe('memory storage: conformance through the plugin factory', () => {
       },
       // The same instance holds the data across a close: checks the kit's durability cases run green on a store that keeps it.
       reopen: async (previous) => previous,
+      bans: true,
     }),
     { it },
   );

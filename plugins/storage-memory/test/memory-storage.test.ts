@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { satisfies } from 'semver';
 import { SPI_VERSION, type StoredMessage } from '@bifro/spi';
 import { numberedInboxMessages, plainMessage, testPluginContext } from '@bifro/spi/testing';
 import plugin, { MemoryStorage } from '../src';
@@ -16,8 +17,9 @@ describe('memory storage plugin', () => {
     expect(pkg.bifro.kinds).toEqual(['storage']);
     expect(pkg.bifro.main).toBe('dist/index.js');
     expect(pkg.peerDependencies['@bifro/spi']).toBe(pkg.bifro.spi);
-    const [major] = SPI_VERSION.split('.');
-    expect(pkg.bifro.spi).toBe(`^${major}.0.0`);
+    // The ban store (storage.bans) is SPI 1.3.0.
+    expect(pkg.bifro.spi).toBe('^1.3.0');
+    expect(satisfies(SPI_VERSION, pkg.bifro.spi)).toBe(true);
   });
 
   it('creates a non-durable storage and says so in the log', async () => {

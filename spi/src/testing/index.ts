@@ -56,6 +56,7 @@ export {
 } from './setting-provider';
 export { resourceThrottlerConformance, type ResourceThrottlerConformanceOptions, type ThrottleExpectation } from './resource-throttler';
 export { storageConformance, type StorageConformanceOptions } from './storage';
+export { sampleBans } from './storage-ban-cases';
 export {
   FIXTURE_TIME,
   binaryPayload,

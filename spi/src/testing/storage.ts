@@ -3,7 +3,8 @@ import type { Storage } from '../storage';
 import type { ConformanceCase, InstanceFactory } from './conformance-case';
 import { DEFAULT_CALL_TIMEOUT_MS } from './conformance-case';
 import { call, withInstance } from './contract-checks';
-import { durabilityCases } from './storage-durability-cases';
+import { banCases, banDurabilityCases } from './storage-ban-cases';
+import { durabilityCases, type AddDurabilityCase } from './storage-durability-cases';
 import type { AddStorageCase } from './storage-fixtures';
 import { inboxCases } from './storage-inbox-cases';
 import { inflightCases } from './storage-inflight-cases';
@@ -22,6 +23,11 @@ export interface StorageConformanceOptions extends InstanceFactory<Storage> {
   readonly reopen?: (previous: Storage) => Promise<Storage>;
   /** Milliseconds one case may take in all, so a hanging call fails the case; default 30 × `callTimeoutMs`, at most 60 s. */
   readonly caseTimeoutMs?: number;
+  /**
+   * The optional ban store (`storage.bans`, SPI 1.3.0): `true` requires it and runs its cases,
+   * `false` leaves them out; absent runs them when the storage under test has `bans`.
+   */
+  readonly bans?: boolean;
 }
 
 const STORES = {
@@ -39,8 +45,9 @@ const STORES = {
  * cursors, exact counts, both drop policies, isolation, concurrent appends), the inflight store
  * (order, replace, remove, incoming QoS 2 ids), the retained store (round trip, every wildcard
  * rule including `$` topics, expiry, limits, totals in UTF-8 bytes, paging by topic) and, for
- * all stores, exact round trips of binary data and copy-on-store. With `reopen`, durability
- * cases check that everything survives a close and reopen.
+ * all stores, exact round trips of binary data and copy-on-store; when the storage has the
+ * optional ban store (SPI 1.3.0), its round trip, replace, identity by (kind, tenantId, value) and
+ * delete. With `reopen`, durability cases check that everything survives a close and reopen.
  *
  * Conventions the kit fixes where the SPI leaves room: inbox seqs are positive, so `read(…, 0, n)`
  * reads from the start; with `dropOldest: true` every given message counts as appended and
@@ -90,10 +97,11 @@ export function storageConformance(options: StorageConformanceOptions): Conforma
   inboxCases(add);
   inflightCases(add);
   retainedCases(add);
+  banCases(add, options.bans);
 
   const reopen = options.reopen;
   if (reopen !== undefined) {
-    durabilityCases((name, write, verify) => {
+    const addDurability: AddDurabilityCase = (name, write, verify) => {
       cases.push({
         name: `storage/${name}`,
         run: async () => {
@@ -117,7 +125,9 @@ export function storageConformance(options: StorageConformanceOptions): Conforma
           }
         },
       });
-    });
+    };
+    durabilityCases(addDurability);
+    banDurabilityCases(addDurability, options.bans);
   }
 
   return cases;

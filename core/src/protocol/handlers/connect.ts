@@ -267,6 +267,12 @@ function finishConnect(
     refuse(conn, RC.Banned, RC3.NotAuthorized, `client identifier banned for ${banned} s: too many disconnects (flapping)`);
     return;
   }
+  // An operator's ban (client id, user, tenant or address; docs/api.md § Bans): v5 CONNACK 0x8A
+  // Banned, v3 0x05 Not authorized, then the close [MQTT-3.2.2-7] / [MQTT-3.2.2-5].
+  if (engine.bans.refusing({ tenantId, clientId, userId: identity.userId, remoteAddress: conn.origin.remoteAddress }) !== undefined) {
+    refuse(conn, RC.Banned, RC3.NotAuthorized, 'banned');
+    return;
+  }
   const enabled = version === 3 ? 'MQTT3Enabled' : version === 4 ? 'MQTT4Enabled' : 'MQTT5Enabled';
   if (!engine.setting(tenantId, enabled)) {
     engine.emit(

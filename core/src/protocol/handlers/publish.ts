@@ -7,15 +7,14 @@ import { Message } from '../../session/message';
 import { RC } from '../../codec/reason-codes';
 import { PublishAck } from '../publish-ack';
 import { ackTypeFor, PACKET } from '../../codec/packet-types';
-import { describeError } from '../../base/errors';
 import { isReservedTopic } from '../../security/secure-defaults';
-import { COUNTER, resourceIndex } from '../../tenancy/tenant-usage';
+import { publishAccepted } from '../../broker/accepted-publish';
 
 /**
  * PUBLISH from a client: resolve a topic alias, validate, check rate, size, QoS, retain and
- * permission, then distribute, retain and acknowledge: QoS 1 PUBACK after distribution
- * (§4.3.2); QoS 2 delivered once on the first PUBLISH, PUBREC for it and for any duplicate
- * until PUBREL (§4.3.3).
+ * permission, then distribute and retain (broker/accepted-publish.ts, shared with the admin API's
+ * publish) and acknowledge: QoS 1 PUBACK after distribution (§4.3.2); QoS 2 delivered once on the
+ * first PUBLISH, PUBREC for it and for any duplicate until PUBREL (§4.3.3).
  */
 export function handlePublish(conn: ConnectionPort, p: DecodedPublish): void {
   const client = conn.client!;
@@ -139,21 +138,14 @@ function accept(conn: ConnectionPort, p: DecodedPublish, topic: string, allowed:
     expiry === undefined ? 0 : now + expiry * 1000,
     client.clientId,
   );
-  const tenant = conn.tenant;
-  tenant.counters[COUNTER.messagesIn]++;
-  tenant.counters[COUNTER.bytesIn]! += p.payload.length;
-  // Counted per payload; the throttler is asked once per chunk read (MqttConnection.onData).
-  tenant.countRate(INBOUND_RATE, p.payload.length, engine.wheel.now);
   if (p.qos === 0) {
-    if (p.retain) engine.retainMessage(client, msg).catch(() => undefined);
-    distribute(conn, msg, undefined);
+    publishAccepted(engine, client, conn.tenant, msg, undefined);
     return;
   }
   // QoS 1/2: acknowledged once what storage must keep is written (persistent subscribers'
   // inboxes, the retained message, our own QoS 2 packet id), in PUBLISH order.
   const ack = new PublishAck(conn, ackTypeFor(p.qos), p.packetId, topic);
-  if (p.retain) ack.add(engine.retainMessage(client, msg));
-  const matched = distribute(conn, msg, ack);
+  const matched = publishAccepted(engine, client, conn.tenant, msg, ack);
   const session = conn.session!;
   if (p.qos === 2) {
     session.inboundQoS2.add(p.packetId);
@@ -162,32 +154,3 @@ function accept(conn: ConnectionPort, p: DecodedPublish, topic: string, allowed:
   ack.reasonCode = matched === 0 && conn.v5 ? RC.NoMatchingSubscribers : 0;
   conn.queueAck(ack);
 }
-
-/**
- * Hand an accepted message to the engine. A message that reaches no subscriber and is not
- * retained is reported as `pubDiscarded`. A throw is logged; QoS 0 reports it as `distError` at
- * once, QoS 1/2 fails its acknowledgement (the publisher then gets no success, and `distError` is reported
- * with the other failed writes). Returns the number of deliveries.
- */
-function distribute(conn: ConnectionPort, msg: Message, ack: PublishAck | undefined): number {
-  const engine = conn.engine;
-  const client = conn.client!;
-  try {
-    const matched = engine.publish(client.tenantId, msg, ack);
-    if (matched === 0 && !msg.retain)
-      engine.emit('pubDiscarded', client, () => ({ topic: msg.topic, qos: msg.qos, size: msg.payload.length, reason: 'noSubscribers' }));
-    return matched;
-  } catch (err) {
-    engine.logger.error(
-      { tenantId: client.tenantId, clientId: client.clientId, topic: msg.topic, err: describeError(err) },
-      'publish not distributed',
-    );
-    if (ack !== undefined) {
-      ack.hold();
-      ack.fail(err);
-    } else engine.emit('distError', client, { what: 'publish', topic: msg.topic, qos: msg.qos, error: describeError(err) });
-    return 0;
-  }
-}
-
-const INBOUND_RATE = resourceIndex('TotalInboundBytesPerSecond');

@@ -1,6 +1,7 @@
 import type { IUnsubackPacket, IUnsubscribePacket } from 'mqtt-packet';
 import type { ConnectionPort } from '../connection-port';
 import { RC } from '../../codec/reason-codes';
+import { removeSubscription } from '../../broker/subscriptions';
 
 /**
  * UNSUBSCRIBE: remove each filter (compared character by character [MQTT-3.10.4-1]) and answer
@@ -29,10 +30,7 @@ function finish(conn: ConnectionPort, packet: IUnsubscribePacket, allowed: reado
       engine.emit('unsubActionDisallow', client, { filter });
       return RC.NotAuthorized;
     }
-    const existed = session.subscriptions.delete(filter);
-    engine.router.removeRoute(client.tenantId, client.clientId, filter);
-    engine.limits.releaseSubscription(session, filter);
-    return existed ? 0 : RC.NoSubscriptionExisted;
+    return removeSubscription(engine, session, filter) ? 0 : RC.NoSubscriptionExisted;
   });
   const unsuback: IUnsubackPacket = { cmd: 'unsuback', messageId: packet.messageId!, granted: conn.v5 ? codes : [] };
   const acknowledge = (): void => {
