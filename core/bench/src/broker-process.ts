@@ -37,6 +37,8 @@ export interface BrokerProcess {
   readonly host: string;
   readonly port: number;
   readonly pid: number;
+  /** `bifro-api`: its admin API (port and an admin token). */
+  readonly api?: ScrapedApi;
   /** Null while it runs, else how it ended (`exit code 1`, `signal SIGKILL`). */
   exited(): string | null;
   /** SIGTERM, then SIGKILL after 5 s; removes the temporary folder. */
@@ -50,6 +52,8 @@ export interface LaunchOptions {
   readonly cpus: string | null;
   /** Time allowed until the broker answers CONNECT. */
   readonly readyTimeoutMs?: number;
+  /** `bifro-api` only: scrape /metrics every second while it runs (default true). */
+  readonly scrape?: boolean;
 }
 
 const HOST = '127.0.0.1';
@@ -110,7 +114,7 @@ export function freePort(): Promise<number> {
 }
 
 /** The admin API of a `bifro-api` broker, scraped while it runs. */
-interface ScrapedApi {
+export interface ScrapedApi {
   readonly port: number;
   readonly token: string;
 }
@@ -226,12 +230,13 @@ export async function launchBroker(name: BrokerName, opts: LaunchOptions): Promi
       }
       await sleep(100);
     }
-    const scraper = api === undefined ? undefined : scrape(api);
+    const scraper = api === undefined || opts.scrape === false ? undefined : scrape(api);
     return {
       name,
       host: HOST,
       port,
       pid,
+      ...(api !== undefined ? { api } : {}),
       exited: () => exited,
       stop: () => {
         if (scraper !== undefined) clearInterval(scraper);
