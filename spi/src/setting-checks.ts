@@ -79,3 +79,33 @@ export function describeValue(value: unknown): string {
   }
   return String(value);
 }
+
+const SETTING_NAMES = Object.keys(SETTINGS) as SettingName[];
+
+/**
+ * What is wrong with a change of a tenant's settings (a `SettingUpdate`), one line per bad
+ * entry, empty when it is fine (SPI 1.3.0): an unknown name (with a hint for a case mistake), or a
+ * value the registry refuses, in the broker's words. `null` (remove the override) is fine for every
+ * known setting. The broker checks a change with it before a writable provider sees it; the
+ * provider can check again with the same words.
+ *
+ * @example
+ * ```ts
+ * settingChangeProblems({ MaximumQoS: 3, maxtopiclevels: 4, RetainEnabled: null });
+ * // ['invalid MaximumQoS: 3 (above the maximum 2)', 'unknown setting maxtopiclevels (did you mean MaxTopicLevels?)']
+ * ```
+ */
+export function settingChangeProblems(changes: Readonly<Record<string, unknown>>): string[] {
+  const problems: string[] = [];
+  for (const [name, value] of Object.entries(changes)) {
+    if (!Object.prototype.hasOwnProperty.call(SETTINGS, name)) {
+      const hint = SETTING_NAMES.find((n) => n.toLowerCase() === name.toLowerCase());
+      problems.push(`unknown setting ${name}${hint === undefined ? '' : ` (did you mean ${hint}?)`}`);
+      continue;
+    }
+    if (value === null) continue;
+    const problem = settingValueProblem(name as SettingName, value);
+    if (problem !== undefined) problems.push(`invalid ${name}: ${describeValue(value)} (${problem})`);
+  }
+  return problems;
+}

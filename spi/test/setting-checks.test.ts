@@ -1,4 +1,12 @@
-import { describeValue, expectedSettingValue, isValidSettingValue, SETTINGS, settingValueProblem, type SettingName } from '@bifro/spi';
+import {
+  describeValue,
+  expectedSettingValue,
+  isValidSettingValue,
+  SETTINGS,
+  settingChangeProblems,
+  settingValueProblem,
+  type SettingName,
+} from '@bifro/spi';
 
 describe('settingValueProblem', () => {
   it('accepts a value of the right type within the bounds', () => {
@@ -69,5 +77,27 @@ describe('describeValue', () => {
     cycle.self = cycle;
     expect(describeValue(cycle)).toBe('[object Object]');
     expect(describeValue({ big: 1n })).toBe('[object Object]');
+  });
+});
+
+describe('settingChangeProblems', () => {
+  it('accepts valid values and null (remove the override)', () => {
+    expect(settingChangeProblems({ MaximumQoS: 1, RetainEnabled: false, MaxTopicAlias: null })).toEqual([]);
+  });
+
+  it('names every bad entry: out of bounds, wrong type, unknown with a case hint', () => {
+    expect(settingChangeProblems({ MaximumQoS: 3, RetainEnabled: 'yes', maxtopiclevels: 4, Bogus: 1 })).toEqual([
+      'invalid MaximumQoS: 3 (above the maximum 2)',
+      'invalid RetainEnabled: "yes" (expected a boolean)',
+      'unknown setting maxtopiclevels (did you mean MaxTopicLevels?)',
+      'unknown setting Bogus',
+    ]);
+  });
+
+  it('does not take inherited names for settings', () => {
+    expect(settingChangeProblems(JSON.parse('{"toString": 1, "__proto__": 2}') as Record<string, unknown>)).toEqual([
+      'unknown setting toString',
+      'unknown setting __proto__',
+    ]);
   });
 });

@@ -86,7 +86,10 @@ async function main(): Promise<void> {
     line('GET /metrics: wall time per scrape', `${(wall / scrapes).toFixed(2)} ms`);
     line('GET /metrics: size', `${(bytes / 1024).toFixed(1)} KiB`);
     line(`idle CPU over ${windowMs / 1000} s, API off`, `${((idlePlain / (windowMs / 1000)) * 100).toFixed(2)} % of a core`);
-    line(`idle CPU over ${windowMs / 1000} s, API on, scraped 1/s, $SYS 1/s`, `${((idleApi / (windowMs / 1000)) * 100).toFixed(2)} % of a core`);
+    line(
+      `idle CPU over ${windowMs / 1000} s, API on, scraped 1/s, $SYS 1/s`,
+      `${((idleApi / (windowMs / 1000)) * 100).toFixed(2)} % of a core`,
+    );
   } finally {
     await stopAllBrokers();
   }

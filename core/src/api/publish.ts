@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { describeError } from '../base/errors';
 import { publishAccepted } from '../broker/accepted-publish';
 import { Message } from '../session/message';
-import type { WriteWaiter } from '../session/session-types';
+import { CountedWaiter } from '../session/counted-waiter';
 import type { ApiContext } from './api-context';
 import { requireTenant, type ApiPrincipal } from './api-auth';
 import { ApiError } from './api-errors';
@@ -80,36 +80,13 @@ export function requireRunning(ctx: ApiContext): void {
  * records, the retained message): the {@link WriteWaiter} a PUBACK waits on, settling a promise
  * instead of queueing an acknowledgement. Held by the route until distribution is done.
  */
-class StorageWrites implements WriteWaiter {
-  private pending = 1;
-  private error: unknown = undefined;
-  private failed = false;
+class StorageWrites extends CountedWaiter {
   private settle: ((error: unknown) => void) | undefined;
   /** Resolves with the first write's error (undefined when every write succeeded). */
   readonly done = new Promise<unknown>((resolve) => (this.settle = resolve));
 
-  hold(): void {
-    this.pending++;
-  }
-
-  release(): void {
-    if (--this.pending === 0) this.settle!(this.failed ? (this.error ?? new Error('a storage write failed')) : undefined);
-  }
-
-  fail(err: unknown): void {
-    if (!this.failed) {
-      this.failed = true;
-      this.error = err;
-    }
-    this.release();
-  }
-
-  add(write: Promise<unknown>): void {
-    this.pending++;
-    write.then(
-      () => this.release(),
-      (err: unknown) => this.fail(err),
-    );
+  protected settled(failed: boolean): void {
+    this.settle!(failed ? (this.error ?? new Error('a storage write failed')) : undefined);
   }
 }
 

@@ -1,7 +1,7 @@
 import { SETTINGS, type SettingName, type SettingUpdate } from '@bifro/spi';
 import type { FastifyInstance } from 'fastify';
 import type { SettingsManager } from '../plugin-host/managers';
-import { settingChangeProblems } from '../plugin-host/settings-manager';
+import { settingChangeProblems } from '@bifro/spi';
 import type { ApiContext } from './api-context';
 import { requireAdmin, requireTenant } from './api-auth';
 import { ApiError } from './api-errors';

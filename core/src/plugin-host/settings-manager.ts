@@ -1,6 +1,7 @@
 import {
   describeValue,
   SETTINGS,
+  settingChangeProblems,
   settingValueProblem,
   type SettingChange,
   type SettingName,
@@ -15,27 +16,6 @@ import { CALL_FAILED, type GuardedPlugin } from './plugin-call-guard';
 type AnySettingValue = boolean | number;
 
 const SETTING_NAMES = Object.keys(SETTINGS) as SettingName[];
-
-/**
- * What is wrong with a change of settings, one line per bad entry (empty when it is fine): an
- * unknown name (with a hint for a case mistake), or a value the registry refuses, in the words of
- * the warning the manager logs for a provider's invalid value (`invalid MaximumQoS: 3 (above the
- * maximum 2)`). `null` (remove the override) is fine for every known setting.
- */
-export function settingChangeProblems(changes: Readonly<Record<string, unknown>>): string[] {
-  const problems: string[] = [];
-  for (const [name, value] of Object.entries(changes)) {
-    if (!Object.prototype.hasOwnProperty.call(SETTINGS, name)) {
-      const hint = SETTING_NAMES.find((n) => n.toLowerCase() === name.toLowerCase());
-      problems.push(`unknown setting ${name}${hint === undefined ? '' : ` (did you mean ${hint}?)`}`);
-      continue;
-    }
-    if (value === null) continue;
-    const problem = settingValueProblem(name as SettingName, value);
-    if (problem !== undefined) problems.push(`invalid ${name}: ${describeValue(value)} (${problem})`);
-  }
-  return problems;
-}
 
 /**
  * Per-tenant settings from the settings plugin, checked against the registry (`settingValueProblem`

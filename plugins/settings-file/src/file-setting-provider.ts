@@ -1,9 +1,9 @@
-import { FileWatcher, serialized } from '@bifro/spi';
+import { FileWatcher, serialized, settingChangeProblems } from '@bifro/spi';
 import * as fs from 'node:fs';
 import type { PluginLogger, SettingChange, SettingName, SettingProvider, SettingUpdate, SettingValue } from '@bifro/spi';
 import type { FileSettingsOptions } from './options';
 import { diffTables, EMPTY_TABLE, parseSettings, type SettingsTable } from './settings-table';
-import { changeProblems, editSettingsText, writeFileAtomic } from './settings-writer';
+import { editSettingsText, writeFileAtomic } from './settings-writer';
 
 /** How often an update starts over when the file changed under it (an editor saving meanwhile). */
 const UPDATE_ATTEMPTS = 3;
@@ -89,7 +89,7 @@ export class FileSettingProvider implements SettingProvider {
    * edit safely (a YAML error, a section that is not a mapping).
    */
   writeOverrides(tenantId: string, changes: SettingUpdate): Promise<void> {
-    const problems = changeProblems(changes);
+    const problems = settingChangeProblems(changes);
     if (problems.length > 0) return Promise.reject(new Error(`settings-file: ${problems.join('; ')}`));
     return this.exclusive(() => this.updateOnce(tenantId, changes));
   }

@@ -1,29 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { describeValue, SETTINGS, settingValueProblem, type SettingName, type SettingUpdate } from '@bifro/spi';
+import type { SettingName, SettingUpdate } from '@bifro/spi';
 import { Document, isAlias, isMap, isScalar, LineCounter, parseDocument, type Pair, type YAMLMap } from 'yaml';
-
-const SETTING_NAMES = Object.keys(SETTINGS) as SettingName[];
-
-/**
- * What is wrong with a change, one line per bad entry (empty when it is fine): an unknown setting,
- * or a value the registry refuses, in the broker's words (`invalid MaximumQoS: 3 (above the maximum 2)`).
- */
-export function changeProblems(changes: Readonly<Record<string, unknown>>): string[] {
-  const problems: string[] = [];
-  for (const [name, value] of Object.entries(changes)) {
-    if (!Object.prototype.hasOwnProperty.call(SETTINGS, name)) {
-      const hint = SETTING_NAMES.find((n) => n.toLowerCase() === name.toLowerCase());
-      problems.push(`unknown setting ${name}${hint === undefined ? '' : ` (did you mean ${hint}?)`}`);
-      continue;
-    }
-    if (value === null) continue;
-    const problem = settingValueProblem(name as SettingName, value);
-    if (problem !== undefined) problems.push(`invalid ${name}: ${describeValue(value)} (${problem})`);
-  }
-  return problems;
-}
 
 /**
  * The text of a settings file with one tenant's overrides changed (a value sets it, `null`
