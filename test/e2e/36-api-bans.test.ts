@@ -311,15 +311,26 @@ describe('36 bans: MQTT round trips over real HTTP', () => {
     return res.body as { ban: BanView; kicked: number };
   }
 
+  /** The value of an unlabelled metric in GET /metrics. */
+  async function metricValue(name: string): Promise<number> {
+    const res = await b.inject({ method: 'GET', url: '/metrics' });
+    const line = res.body.split('\n').find((l) => l.startsWith(`${name} `));
+    if (line === undefined) throw new Error(`${name} is not in /metrics`);
+    return Number(line.slice(name.length + 1));
+  }
+
   it('a client id ban refuses the next CONNECT: v5 0x8A, v3.1.1 0x05; the same client id in another tenant connects', async () => {
     const clientId = uniqueName('banned');
     expect(await connackCode(b.port, { clientId, username: 't1/alice' })).toBe(0);
+    const refusedBefore = await metricValue('bifro_ban_refusals_total');
     await ban({ kind: 'clientId', tenant: 't1', value: clientId, reason: 'test' });
     expect(await connackCode(b.port, { clientId, username: 't1/alice' })).toBe(0x8a);
     expect(await connackCode(b.port, { clientId, username: 't1/alice', protocolVersion: 4 })).toBe(0x05);
     expect(await connackCode(b.port, { clientId, username: 't2/alice' })).toBe(0);
     expect(await connackCode(b.port, { clientId: uniqueName('other'), username: 't1/alice' })).toBe(0);
     expect(b.logs.filter((l) => l.msg === 'banned client refused' && l.clientId === clientId)).toHaveLength(2);
+    expect(await metricValue('bifro_ban_refusals_total')).toBe(refusedBefore + 2);
+    expect(await metricValue('bifro_bans')).toBeGreaterThanOrEqual(1);
   });
 
   it('setting a ban disconnects the matching live clients (v5 DISCONNECT 0x98, v3.1.1 closed); kick: false leaves them', async () => {

@@ -329,6 +329,13 @@ export function brokerRegistry(ctx: ApiContext): { registry: Registry; scrape():
   metric('counter', 'banned_connects_refused_total', 'CONNECTs refused because their client id was banned for flapping.', [], (put) =>
     put({}, gate.bannedRefused),
   );
+  const bans = ctx.engine.bans;
+  metric('gauge', 'bans', 'Bans set through the admin API and held now (ended ones not yet pruned included).', [], (put) =>
+    put({}, bans.size),
+  );
+  metric('counter', 'ban_refusals_total', 'CONNECTs refused by a ban set through the admin API (CONNACK 0x8A, v3 0x05).', [], (put) =>
+    put({}, bans.refused),
+  );
   const perPlugin = (name: string, help: string, read: (s: PluginCallStats) => number): void =>
     metric('counter', name, help, ['plugin', 'kind'], (put) => {
       for (const p of ctx.plugins)
