@@ -6,10 +6,7 @@ import { RESOURCE_TYPES } from '@bifro/spi';
 import { loadConfig } from '../../core/src/runtime/config';
 import { startApiBroker, API_TOKENS, type ApiBroker } from '../support/api-broker';
 import { publish, uniqueName, waitUntil, withClients } from '../support/mqtt-helpers';
-
-// The parser has no type declarations; its result is typed here.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => PromFamily[];
+import parsePrometheus, { type PromFamily } from 'parse-prometheus-text-format';
 
 /**
  * The admin API's metrics, plugins and tenants (docs/metrics.md, docs/api.md § Metrics, § Plugins,
@@ -18,20 +15,6 @@ const parsePrometheus = require('parse-prometheus-text-format') as (text: string
  * calls, tenant figures with paging and token scoping, and each tenant's `$SYS` subscriber seeing
  * only its own tenant's figures.
  */
-
-interface PromSample {
-  value?: string;
-  labels?: Record<string, string>;
-  buckets?: Record<string, string>;
-  count?: string;
-  sum?: string;
-}
-interface PromFamily {
-  name: string;
-  help: string;
-  type: string;
-  metrics: PromSample[];
-}
 
 interface TenantItem {
   tenant: string;
