@@ -62,10 +62,19 @@ export class BenchClient {
    * Opens a TCP connection, writes the pre-encoded CONNECT and resolves once a successful CONNACK
    * arrives; rejects on a refusal, a close, an error or after `timeoutMs`.
    */
-  static open(endpoint: Endpoint, clientId: string, connect: Buffer, timeoutMs: number, version: MqttVersion = 4): Promise<BenchClient> {
+  static open(
+    endpoint: Endpoint,
+    clientId: string,
+    connect: Buffer,
+    timeoutMs: number,
+    version: MqttVersion = 4,
+    /** Set handlers before CONNECT is sent: a broker may send PUBLISH packets in CONNACK's chunk. */
+    setup?: (client: BenchClient) => void,
+  ): Promise<BenchClient> {
     return new Promise((resolve, reject) => {
       const socket = net.connect({ host: endpoint.host, port: endpoint.port, noDelay: true });
       const client = new BenchClient(socket, clientId, version);
+      setup?.(client);
       let settled = false;
       let sentAt = 0;
       const fail = (reason: string): void => {
