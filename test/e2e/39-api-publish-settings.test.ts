@@ -437,6 +437,12 @@ describe('39 settings: routes by inject', () => {
     expect(text).toContain('# Bifro tenant settings (e2e 39)');
     expect(text).toContain('# t1 is small');
     expect(text).toMatch(/patched:\n\s+MaxTopicAlias: 9\n\s+RetainEnabled: false/);
+    // The tenant's current settings bound an admin publish and a retained set as they bound a PUBLISH.
+    const retained = await call('POST', '/api/v1/tenants/patched/publish', { topic: 'a/b', payload: 'x', retain: true });
+    expect(retained.status).toBe(400);
+    expect(retained.body.message).toContain('RetainEnabled false');
+    expect((await call('PUT', '/api/v1/tenants/patched/retained/a/b', { payload: 'x' })).status).toBe(400);
+    expect((await call('POST', '/api/v1/tenants/patched/publish', { topic: 'a/b', payload: 'x' })).status).toBe(200);
 
     const removed = await call('PATCH', '/api/v1/tenants/patched/settings', { RetainEnabled: null });
     expect((removed.body as unknown as SettingsView).settings.RetainEnabled).toMatchObject({ value: true, source: 'default' });

@@ -1,6 +1,8 @@
 import { isUtf8 } from 'node:buffer';
 import type { QoS, StoredMessage } from '@bifro/spi';
+import type { Engine } from '../broker/engine';
 import type { PublishProperties } from '../codec/publish-codec';
+import { Message } from '../session/message';
 import { MQTT_MAX_STRING_BYTES, PROTOCOL_TOPIC_LIMITS, validateTopicName, type TopicLimits } from '../routing/topic';
 import { isReservedTopic } from '../security/secure-defaults';
 import { ApiError } from './api-errors';
@@ -207,6 +209,35 @@ export function qosOf(value: number | undefined): QoS {
 export function checkPayloadFormat(payload: Buffer, properties: PublishProperties | undefined, validate: boolean): void {
   if (properties?.payloadFormatIndicator === true && validate && !isUtf8(payload))
     throw invalid('body: payloadFormatIndicator is true but the payload is not UTF-8 (tenant setting PayloadFormatValidationEnabled)');
+}
+
+/** The body of an admin publish or retained set: payload, QoS and v5 properties. */
+export interface MessageBody extends PayloadBody {
+  readonly qos?: number;
+  readonly properties?: PropertiesBody;
+}
+
+/**
+ * The application message of an admin publish or retained set, checked as a client's PUBLISH is
+ * against its CONNACK [MQTT-3.2.2-11], [MQTT-3.2.2-14], with the tenant's current settings:
+ * MaximumQoS, RetainEnabled (when `retain`), MaxUserPayloadBytes, the payload format. Its expiry
+ * counts from now. The topic is the caller's to check.
+ */
+export function checkedMessage(engine: Engine, tenantId: string, topic: string, body: MessageBody, retain: boolean): Message {
+  const payload = payloadOf(body);
+  const qos = qosOf(body.qos);
+  const maxQoS = engine.setting(tenantId, 'MaximumQoS');
+  if (qos > maxQoS) throw invalid(`body/qos: ${qos} is above the tenant's MaximumQoS ${maxQoS}`);
+  if (retain && !engine.setting(tenantId, 'RetainEnabled'))
+    throw invalid('retain: the tenant has RetainEnabled false (retained messages are refused)');
+  const maxPayload = engine.setting(tenantId, 'MaxUserPayloadBytes');
+  if (payload.length > maxPayload)
+    throw invalid(`body: a payload of ${payload.length} bytes is above the tenant's MaxUserPayloadBytes ${maxPayload}`);
+  const properties = propertiesOf(body.properties);
+  checkPayloadFormat(payload, properties, engine.setting(tenantId, 'PayloadFormatValidationEnabled'));
+  const now = engine.now();
+  const expiry = properties?.messageExpiryInterval;
+  return new Message(topic, payload, qos, retain, properties, now, expiry === undefined ? 0 : now + expiry * 1000, '');
 }
 
 /** A stored message as an answer shows it. */

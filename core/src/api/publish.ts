@@ -2,32 +2,18 @@ import type { ClientInfo } from '@bifro/spi';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { describeError } from '../base/errors';
 import { publishAccepted } from '../broker/accepted-publish';
-import { Message } from '../session/message';
 import { CountedWaiter } from '../session/counted-waiter';
 import type { ApiContext } from './api-context';
 import { requireTenant, type ApiPrincipal } from './api-auth';
 import { ApiError } from './api-errors';
-import {
-  checkPayloadFormat,
-  checkPublishTopic,
-  PAYLOAD_PROPERTIES,
-  payloadOf,
-  PROPERTIES_SCHEMA,
-  propertiesOf,
-  qosOf,
-  TENANT_PARAMS,
-  type PayloadBody,
-  type PropertiesBody,
-} from './api-message';
+import { checkedMessage, checkPublishTopic, PAYLOAD_PROPERTIES, PROPERTIES_SCHEMA, TENANT_PARAMS, type MessageBody } from './api-message';
 
 /** How long a QoS 1/2 publish waits for storage before it answers 503 (storage normally takes milliseconds). */
 const STORAGE_WAIT_MS = 30_000;
 
-interface PublishBody extends PayloadBody {
+interface PublishBody extends MessageBody {
   readonly topic: string;
-  readonly qos?: number;
   readonly retain?: boolean;
-  readonly properties?: PropertiesBody;
 }
 
 const PUBLISH_BODY = {
@@ -115,23 +101,10 @@ export function publishRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const principal = requireTenant(request, tenantId);
       requireRunning(ctx);
       const body = request.body;
-      const payload = payloadOf(body);
-      const qos = qosOf(body.qos);
       const retain = body.retain === true;
       checkPublishTopic(body.topic, engine.limits.topicLimits(tenantId), 'body/topic');
-      const maxQoS = engine.setting(tenantId, 'MaximumQoS');
-      // The checks a PUBLISH gets against its CONNACK [MQTT-3.2.2-11], [MQTT-3.2.2-14], from the tenant's current settings.
-      if (qos > maxQoS) throw invalid(`body/qos: ${qos} is above the tenant's MaximumQoS ${maxQoS}`);
-      if (retain && !engine.setting(tenantId, 'RetainEnabled')) throw invalid('body/retain: the tenant has RetainEnabled false');
-      const maxPayload = engine.setting(tenantId, 'MaxUserPayloadBytes');
-      if (payload.length > maxPayload)
-        throw invalid(`body: a payload of ${payload.length} bytes is above the tenant's MaxUserPayloadBytes ${maxPayload}`);
-      const properties = propertiesOf(body.properties);
-      checkPayloadFormat(payload, properties, engine.setting(tenantId, 'PayloadFormatValidationEnabled'));
-
-      const now = engine.now();
-      const expiry = properties?.messageExpiryInterval;
-      const msg = new Message(body.topic, payload, qos, retain, properties, now, expiry === undefined ? 0 : now + expiry * 1000, '');
+      const msg = checkedMessage(engine, tenantId, body.topic, body, retain);
+      const qos = msg.qos;
       const publisher = apiPublisher(tenantId, principal, request);
       const tenant = engine.usage.state(tenantId);
       if (qos === 0) return { deliveries: publishAccepted(engine, publisher, tenant, msg, undefined) };
@@ -160,8 +133,4 @@ async function waitFor(done: Promise<unknown>, ms: number): Promise<unknown> {
   } finally {
     clearTimeout(timer);
   }
-}
-
-function invalid(message: string): ApiError {
-  return new ApiError('BIFRO_API_INVALID_REQUEST', message);
 }

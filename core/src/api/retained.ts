@@ -8,7 +8,7 @@ import type { ApiContext } from './api-context';
 import { requireTenant } from './api-auth';
 import { ApiError } from './api-errors';
 import {
-  checkPayloadFormat,
+  checkedMessage,
   checkPublishTopic,
   checkTopicName,
   MESSAGE_VIEW_SCHEMA,
@@ -16,11 +16,8 @@ import {
   PAYLOAD_PROPERTIES,
   payloadOf,
   PROPERTIES_SCHEMA,
-  propertiesOf,
-  qosOf,
   TENANT_PARAMS,
-  type PayloadBody,
-  type PropertiesBody,
+  type MessageBody,
 } from './api-message';
 import { decodeCursor, encodeCursor, PAGE_QUERY_PROPERTIES, pageSchema } from './api-paging';
 import { apiPublisher, requireRunning } from './publish';
@@ -87,10 +84,7 @@ const EXPIRED = {
 
 const ERR = { $ref: 'ApiError#' };
 
-interface SetBody extends PayloadBody {
-  readonly qos?: number;
-  readonly properties?: PropertiesBody;
-}
+type SetBody = MessageBody;
 
 type TopicParams = { tenant: string; '*': string };
 
@@ -181,21 +175,9 @@ export function retainedRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const topic = request.params['*'];
       checkPublishTopic(topic, engine.limits.topicLimits(tenantId), 'params/topic');
       const body = request.body ?? {};
-      const payload = payloadOf(body);
       // [MQTT-3.3.1-10] an empty retained payload clears: here that is DELETE, so a PUT never clears by accident.
-      if (payload.length === 0) throw invalid('body: an empty payload would clear the retained message; use DELETE');
-      const qos = qosOf(body.qos);
-      if (!engine.setting(tenantId, 'RetainEnabled')) throw invalid('the tenant has RetainEnabled false');
-      const maxQoS = engine.setting(tenantId, 'MaximumQoS');
-      if (qos > maxQoS) throw invalid(`body/qos: ${qos} is above the tenant's MaximumQoS ${maxQoS}`);
-      const maxPayload = engine.setting(tenantId, 'MaxUserPayloadBytes');
-      if (payload.length > maxPayload)
-        throw invalid(`body: a payload of ${payload.length} bytes is above the tenant's MaxUserPayloadBytes ${maxPayload}`);
-      const properties = propertiesOf(body.properties);
-      checkPayloadFormat(payload, properties, engine.setting(tenantId, 'PayloadFormatValidationEnabled'));
-      const now = engine.now();
-      const expiry = properties?.messageExpiryInterval;
-      const msg = new Message(topic, payload, qos, true, properties, now, expiry === undefined ? 0 : now + expiry * 1000, '');
+      if (payloadOf(body).length === 0) throw invalid('body: an empty payload would clear the retained message; use DELETE');
+      const msg = checkedMessage(engine, tenantId, topic, body, true);
       const stored = await retain(apiPublisher(tenantId, principal, request), msg);
       if (!stored)
         throw new ApiError(
