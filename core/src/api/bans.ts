@@ -1,7 +1,7 @@
-import type { BanKind, BanRecord } from '@bifro/spi';
+import { sessionListKey, type BanKind, type BanRecord } from '@bifro/spi';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { describeError } from '../base/errors';
-import { RC } from '../codec/reason-codes';
+import { kickSession } from '../broker/session-admin';
 import { banKey, banMatcher, banProblem } from '../security/ban-list';
 import type { ApiContext } from './api-context';
 import { requireAdmin, requireTenant } from './api-auth';
@@ -136,7 +136,7 @@ export function banRoutes(app: FastifyInstance, ctx: ApiContext): void {
       request.log.error({ err: describeError(err), kind: record.kind, value: record.value }, 'ban not stored');
       throw new ApiError('BIFRO_API_UNAVAILABLE', `the ban could not be stored: ${describeError(err)}`);
     }
-    const kicked = body.kick === false ? 0 : disconnectMatching(ctx, ban);
+    const kicked = body.kick === false ? 0 : disconnectMatching(ctx, ban, by);
     return { ban: view(ban, ctx.clock()), kicked, durable: bans.durable };
   }
 
@@ -299,18 +299,20 @@ export function banRoutes(app: FastifyInstance, ctx: ApiContext): void {
 }
 
 /**
- * Closes the live clients a new ban matches: v5 DISCONNECT 0x98 Administrative action, v3 a plain
- * close. A walk over the open connections, only when a ban is set (an operator's action, not the
- * packet path). Returns how many were closed.
+ * Closes the live clients a new ban matches, as an admin kick does (broker/session-admin.ts: v5
+ * DISCONNECT 0x98 Administrative action, v3 a plain close, the `kicked` event naming the token). A
+ * walk over the open connections, only when a ban is set (an operator's action, not the packet
+ * path). Returns how many were closed.
  */
-function disconnectMatching(ctx: ApiContext, ban: BanRecord): number {
+function disconnectMatching(ctx: ApiContext, ban: BanRecord, by: string): number {
   const matches = banMatcher(ban);
+  const engine = ctx.engine;
   let closed = 0;
-  for (const conn of [...ctx.engine.connections]) {
+  for (const conn of [...engine.connections]) {
     const client = conn.client;
     if (conn.state !== 'connected' || client === undefined || !matches(client)) continue;
-    conn.disconnect(RC.AdministrativeAction);
-    closed++;
+    const session = engine.sessions.get(sessionListKey(client.tenantId, client.clientId));
+    if (session !== undefined && kickSession(engine, session, { by }).disconnected) closed++;
   }
   if (closed > 0)
     ctx.logger.info({ kind: ban.kind, tenantId: ban.tenantId, value: ban.value, clients: closed }, `ban disconnected ${closed} clients`);
