@@ -5,7 +5,12 @@
  * buffered, so an oversize packet never costs memory.
  */
 export interface FrameSink {
-  /** One whole packet. `frame` is valid only during the call (it may share memory with the socket chunk). */
+  /**
+   * One whole packet. `frame` and `body` are slices of a chunk read for this connection alone (or
+   * of a buffer gathered for it): Bifro's transports (net, TLS, WebSocket) hand out a fresh buffer
+   * per read and never reuse it, so a message may keep its payload, or the frame itself as its
+   * encoding, without a copy.
+   */
   onFrame(header: number, body: Buffer, frame: Buffer): void;
   /** The remaining length is not a valid variable byte integer (more than 4 bytes) [MQTT-1.5.5-1]. */
   onMalformedLength(): void;
@@ -14,7 +19,8 @@ export interface FrameSink {
 }
 
 export class FrameReader {
-  private pending: Buffer[] = [];
+  /** Chunks of a packet that spans them; allocated only while one is partly received. */
+  private pending: Buffer[] | undefined;
   private pendingBytes = 0;
   /** Total size of the packet being gathered, once its header is known; -1 before. */
   private expected = -1;
@@ -34,7 +40,7 @@ export class FrameReader {
   /** Stop delivering frames (the connection is closing). */
   stop(): void {
     this.stopped = true;
-    this.pending = [];
+    this.pending = undefined;
     this.pendingBytes = 0;
     this.partialSince = 0;
   }
@@ -42,19 +48,20 @@ export class FrameReader {
   /** Bytes read at `now` (ms; 0 when the caller does not track packet deadlines). */
   push(chunk: Buffer, now = 0): void {
     if (this.stopped) return;
-    if (this.pendingBytes > 0) {
-      this.pending.push(chunk);
+    const pending = this.pending;
+    if (pending !== undefined) {
+      pending.push(chunk);
       this.pendingBytes += chunk.length;
       if (this.expected < 0) {
-        const joined = Buffer.concat(this.pending, this.pendingBytes);
-        this.pending = [];
+        const joined = Buffer.concat(pending, this.pendingBytes);
+        this.pending = undefined;
         this.pendingBytes = 0;
         this.consume(joined, now, true);
         return;
       }
       if (this.pendingBytes < this.expected) return;
-      const joined = Buffer.concat(this.pending, this.pendingBytes);
-      this.pending = [];
+      const joined = Buffer.concat(pending, this.pendingBytes);
+      this.pending = undefined;
       this.pendingBytes = 0;
       this.expected = -1;
       this.consume(joined, now, true);
@@ -116,7 +123,7 @@ export class FrameReader {
   }
 
   private keep(rest: Buffer, expected: number, since: number): void {
-    // Copy: the socket may reuse the chunk's memory.
+    // Copy: a few bytes left over must not keep the whole chunk they came in alive.
     this.pending = [Buffer.from(rest)];
     this.pendingBytes = rest.length;
     this.expected = expected;

@@ -43,10 +43,22 @@ function readUtf8(buf: Buffer, pos: number, end: number): [string, number] | und
   const len = buf.readUInt16BE(pos);
   const start = pos + 2;
   if (start + len > end) return undefined;
-  const bytes = buf.subarray(start, start + len);
-  // UTF-8 must be well formed and must not contain U+0000 [MQTT-1.5.4-1], [MQTT-1.5.4-2].
+  const stop = start + len;
+  // UTF-8 must be well formed and must not contain U+0000 [MQTT-1.5.4-1], [MQTT-1.5.4-2]. Most
+  // topics are ASCII: one pass checks them, the full UTF-8 check runs only for the others.
+  let ascii = true;
+  for (let i = start; i < stop; i++) {
+    const b = buf[i]!;
+    if (b === 0) return undefined;
+    if (b > 0x7f) {
+      ascii = false;
+      break;
+    }
+  }
+  if (ascii) return [buf.toString('latin1', start, stop), stop];
+  const bytes = buf.subarray(start, stop);
   if (!isUtf8(bytes) || bytes.includes(0)) return undefined;
-  return [bytes.toString('utf8'), start + len];
+  return [bytes.toString('utf8'), stop];
 }
 
 /**
@@ -285,6 +297,19 @@ export function encodePublish(msg: EncodableMessage, variant: PublishVariant): {
 }
 
 /** A copy of a QoS 1/2 template with its packet id (and DUP flag) set. */
+/**
+ * A received PUBLISH frame (fixed header included) as the encoding of its own variant. Only for
+ * a frame with DUP 0 and no properties: with those, what is sent differs from what came. The
+ * remaining length is in its fewest bytes (the frame reader refuses others [MQTT-1.5.5-1]), so the
+ * frame is byte for byte what {@link encodePublish} would make.
+ */
+export function receivedEncoding(frame: Buffer): { buf: Buffer; packetIdOffset: number } {
+  let i = 1;
+  while ((frame[i]! & 0x80) !== 0) i++;
+  // After the fixed header: the topic's length and bytes, then (QoS 1/2) the packet id.
+  return { buf: frame, packetIdOffset: (frame[0]! & 0x06) === 0 ? -1 : i + 3 + frame.readUInt16BE(i + 1) };
+}
+
 export function patchPacketId(template: Buffer, packetIdOffset: number, packetId: number, dup: boolean): Buffer {
   const buf = Buffer.allocUnsafe(template.length);
   template.copy(buf);

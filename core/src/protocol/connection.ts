@@ -209,7 +209,7 @@ export class MqttConnection implements ConnectionPort, WheelEntry, FrameSink {
       preConnectFrame(this, header, type, body, frame);
       return;
     }
-    CONNECTED_HANDLERS[type]!(this, header, body);
+    CONNECTED_HANDLERS[type]!(this, header, body, frame);
   }
 
   replayEarlyFrames(): void {

@@ -53,6 +53,11 @@ export class Message implements EncodableMessage {
     return hit;
   }
 
+  /** Use `encoding` (the PUBLISH as received, {@link receivedEncoding}) for its variant. */
+  adoptEncoding(v5: boolean, qos: QoS, retain: boolean, encoding: EncodedPublish): void {
+    (this.encodings ??= new Array<EncodedPublish | undefined>(12))[(v5 ? 6 : 0) + qos * 2 + (retain ? 1 : 0)] = encoding;
+  }
+
   /** Payload and topic bytes, for quotas and metrics. */
   get size(): number {
     return this.payload.length + this.topic.length;

@@ -1,6 +1,14 @@
 import mqtt from 'mqtt-packet';
 import { FrameReader, type FrameSink } from '../../src/codec/frame-reader';
-import { decodePublish, encodeAck, encodePublish, MALFORMED, patchPacketId, PROTOCOL_ERROR } from '../../src/codec/publish-codec';
+import {
+  decodePublish,
+  encodeAck,
+  encodePublish,
+  MALFORMED,
+  patchPacketId,
+  PROTOCOL_ERROR,
+  receivedEncoding,
+} from '../../src/codec/publish-codec';
 
 class Frames implements FrameSink {
   frames: { header: number; body: Buffer; frame: Buffer }[] = [];
@@ -136,6 +144,36 @@ describe('PUBLISH codec', () => {
       ['b', '2'],
       ['a', '3'],
     ]);
+  });
+
+  it.each([
+    ['3.1.1', false],
+    ['5.0', true],
+  ])('takes a received MQTT %s PUBLISH without DUP and properties as the encoding of its variant', (_name, v5) => {
+    // Sizes around the remaining length's 1/2/3-byte boundaries, an ASCII and a non-ASCII topic.
+    for (const size of [0, 100, 130, 16300, 16400])
+      for (const topic of ['a/b', 'capteurs/température/€'])
+        for (const qos of [0, 1, 2] as const)
+          for (const retain of [false, true]) {
+            const payload = Buffer.alloc(size, 7);
+            const frame = mqtt.generate(
+              { cmd: 'publish', topic, payload, qos, retain, dup: false, messageId: 513 },
+              { protocolVersion: v5 ? 5 : 4 },
+            );
+            const header = frame[0]!;
+            // The body starts with the topic's two length bytes.
+            const body = frame.subarray(frame.indexOf(Buffer.from(topic)) - 2);
+            const decoded = decodePublish(header, body, v5);
+            if (typeof decoded === 'number') throw new Error(`refused: ${decoded}`);
+            expect(decoded.properties).toBeUndefined();
+            const encoded = encodePublish(decoded, { qos, retain, dup: false, packetId: 0, v5 });
+            const received = receivedEncoding(frame);
+            expect(received.packetIdOffset).toBe(encoded.packetIdOffset);
+            // The packet ids differ (513 received, 0 in the template): compare once patched alike.
+            const patch = (e: { buf: Buffer; packetIdOffset: number }): Buffer =>
+              qos === 0 ? e.buf : patchPacketId(e.buf, e.packetIdOffset, 9, false);
+            expect(patch(received)).toEqual(patch(encoded));
+          }
   });
 
   it('patches packet id and DUP into a copy of a shared template', () => {

@@ -48,6 +48,12 @@ export function refuse(conn: ConnectionPort, codeV5: number, codeV3: number, rea
 }
 
 /**
+ * The 3.1/3.1.1 CONNACK accepting a connection, without and with Session Present: fixed bytes,
+ * only ever read (socket writes do not change them), so every connection may send the same ones.
+ */
+const CONNACK_V3_ACCEPTED = [Buffer.from([0x20, 0x02, 0x00, RC3.Accepted]), Buffer.from([0x20, 0x02, 0x01, RC3.Accepted])] as const;
+
+/**
  * A CONNACK encoded within the client's Maximum Packet Size [MQTT-3.1.2-24]: the Reason String and
  * User Properties are left out when they would make it larger [MQTT-3.2.2-19], [MQTT-3.2.2-20];
  * undefined when it is too large even without them.
@@ -425,7 +431,7 @@ function finishConnect(
     } else {
       connack.returnCode = RC3.Accepted;
     }
-    const bytes = connackBytes(conn, connack);
+    const bytes = conn.v5 ? connackBytes(conn, connack) : CONNACK_V3_ACCEPTED[connack.sessionPresent ? 1 : 0];
     conn.accept(client, keepAlive, identity.expiresAt ?? 0);
     if (bytes === undefined) {
       // Even without its optional parts the CONNACK exceeds the client's Maximum Packet Size: nothing can be sent [MQTT-3.1.2-24].

@@ -31,7 +31,7 @@ import { handleUnsubscribe } from './unsubscribe';
  * the decoder gave. CONNECT and what comes before CONNACK are the connection's own
  * (`onPreConnectFrame`). The frame's fixed-header flags were checked already.
  */
-export type FrameHandler = (conn: ConnectionPort, header: number, body: Buffer) => void;
+export type FrameHandler = (conn: ConnectionPort, header: number, body: Buffer, frame: Buffer) => void;
 
 /** Close for a frame the decoder refused, with its reason code and event. */
 export function refuseFrame(conn: ConnectionPort, failure: DecodeFailure): void {
@@ -69,9 +69,9 @@ const unexpected: FrameHandler = (conn, header) => refuseFrame(conn, unexpectedP
 /** The handler of each packet type, indexed by type (0..15). */
 export const CONNECTED_HANDLERS: readonly FrameHandler[] = (() => {
   const t: FrameHandler[] = new Array<FrameHandler>(16).fill(unexpected);
-  t[PACKET.PUBLISH] = (conn, header, body) => {
+  t[PACKET.PUBLISH] = (conn, header, body, frame) => {
     const p = decodePublish(header, body, conn.v5);
-    if (typeof p !== 'number') handlePublish(conn, p);
+    if (typeof p !== 'number') handlePublish(conn, p, frame);
     else if (hasMalformedTopic(body)) conn.protocolError(p, 'topic is ill-formed UTF-8 or contains U+0000', 'malformedTopic');
     else conn.protocolError(p, 'invalid PUBLISH', 'badPacket');
   };
@@ -90,7 +90,7 @@ export const CONNECTED_HANDLERS: readonly FrameHandler[] = (() => {
   t[PACKET.UNSUBSCRIBE] = decoded(decodeUnsubscribe, handleUnsubscribe);
   t[PACKET.DISCONNECT] = decoded(decodeDisconnect, handleDisconnect);
   // AUTH exists in v5 only; in 3.1/3.1.1 type 15 is reserved (unexpected: malformed).
-  t[PACKET.AUTH] = (conn, header, body) => (conn.v5 ? dispatchAuth(conn, body) : unexpected(conn, header, body));
+  t[PACKET.AUTH] = (conn, header, body, frame) => (conn.v5 ? dispatchAuth(conn, body) : unexpected(conn, header, body, frame));
   // Reserved type 0, and what only a server sends (CONNACK, SUBACK, UNSUBACK, PINGRESP), stay `unexpected`.
   return t;
 })();

@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { AccessAction } from '@bifro/spi';
 import type { ConnectionPort } from '../connection-port';
-import type { DecodedPublish } from '../../codec/publish-codec';
+import { receivedEncoding, type DecodedPublish } from '../../codec/publish-codec';
 import { validateTopicName } from '../../routing/topic';
 import { Message } from '../../session/message';
 import { RC } from '../../codec/reason-codes';
@@ -16,7 +16,7 @@ import { publishAccepted } from '../../broker/accepted-publish';
  * publish) and acknowledge: QoS 1 PUBACK after distribution (§4.3.2); QoS 2 delivered once on the
  * first PUBLISH, PUBREC for it and for any duplicate until PUBREL (§4.3.3).
  */
-export function handlePublish(conn: ConnectionPort, p: DecodedPublish): void {
+export function handlePublish(conn: ConnectionPort, p: DecodedPublish, frame: Buffer): void {
   const client = conn.client!;
   const session = conn.session!;
   const engine = conn.engine;
@@ -97,19 +97,19 @@ export function handlePublish(conn: ConnectionPort, p: DecodedPublish): void {
 
   if (isReservedTopic(topic)) {
     // `$SYS`, `$SYS/...`, `$share/...`, `$oshare/...` are not for clients to publish to: refused like an ACL denial, before the ACL is asked.
-    accept(conn, p, topic, false);
+    accept(conn, p, frame, topic, false);
     return;
   }
   const action: AccessAction = { type: 'publish', topic, qos: p.qos, retain: p.retain };
   const allowed = engine.acl.check(client, action);
   if (allowed instanceof Promise) {
-    conn.hold(allowed.then((ok) => accept(conn, p, topic, ok)));
+    conn.hold(allowed.then((ok) => accept(conn, p, frame, topic, ok)));
   } else {
-    accept(conn, p, topic, allowed);
+    accept(conn, p, frame, topic, allowed);
   }
 }
 
-function accept(conn: ConnectionPort, p: DecodedPublish, topic: string, allowed: boolean): void {
+function accept(conn: ConnectionPort, p: DecodedPublish, frame: Buffer, topic: string, allowed: boolean): void {
   if (conn.state === 'closed') return;
   const engine = conn.engine;
   const client = conn.client!;
@@ -138,6 +138,10 @@ function accept(conn: ConnectionPort, p: DecodedPublish, topic: string, allowed:
     expiry === undefined ? 0 : now + expiry * 1000,
     client.clientId,
   );
+  // Without DUP and properties (so no topic alias), the PUBLISH as received is already the
+  // encoding of its own variant: subscribers of that variant get these bytes, nothing is encoded.
+  // The frame is a slice of a chunk read for this connection alone, like the payload it holds.
+  if (properties === undefined && !p.dup) msg.adoptEncoding(conn.v5, p.qos, p.retain, receivedEncoding(frame));
   if (p.qos === 0) {
     publishAccepted(engine, client, conn.tenant, msg, undefined);
     return;
