@@ -1,6 +1,6 @@
 import type { InboxAppendResult, InboxEntry, InboxLimit, InboxMessage, InboxStore } from '@bifro/spi';
 import { locked, nothingToWrite, type BatchOp } from './group-commit';
-import { KEY_SPACE, joinKey, prefixEnd, readU64, u64Key, withSeparator } from './key-codec';
+import { prefixEnd, readU64, u64Key } from './key-codec';
 import type { SessionState } from './session-states';
 import { iteratorLimit, type StoreContext } from './store-context';
 import {
@@ -12,6 +12,9 @@ import {
   writeInboxMessage,
   type InboxMeta,
 } from './value-codec';
+
+/** Most entries a read takes by key; a longer read is a range read. */
+const MAX_POINT_READ = 1024;
 
 /**
  * The inbox of each session: entries under `q!<tenant>\0<client>\0<seq>` (seq as 8 bytes
@@ -75,7 +78,18 @@ export class LevelInboxStore implements InboxStore {
     if (limit === 0) return [];
     const from = Math.max(1, Math.floor(afterSeq) + 1);
     if (!(from <= Number.MAX_SAFE_INTEGER)) return [];
-    const prefix = withSeparator(joinKey(KEY_SPACE.inbox, tenantId, clientId));
+    const state = this.ctx.sessions.get(tenantId, clientId);
+    const meta = state.inbox;
+    if (meta !== undefined) {
+      // The live entries are [first, next): their keys are known, so a point read (one call, no
+      // iterator to set up and close) replaces the range read.
+      const start = Math.max(from, meta.first);
+      const end = limit < 0 ? meta.next : Math.min(meta.next, start + limit);
+      if (start >= end) return [];
+      if (end - start <= MAX_POINT_READ) return this.readKnown(state, start, end);
+    }
+    const prefix = state.inboxPrefix;
+    this.ctx.counters.sessionRangeReads++;
     const entries = await this.ctx
       .db()
       .iterator({ gte: u64Key(prefix, from), lt: prefixEnd(prefix), limit })
@@ -102,6 +116,25 @@ export class LevelInboxStore implements InboxStore {
     const state = this.ctx.sessions.get(tenantId, clientId);
     const meta = state.inbox ?? (await state.scope.run(() => state.inbox ?? this.loadMeta(state)));
     return meta.next - meta.first;
+  }
+
+  /**
+   * The entries [start, end) that are on disk. Those before the first one found were committed
+   * (or dropped) meanwhile; those from the first one missing after it are appends not written yet.
+   */
+  private async readKnown(state: SessionState, start: number, end: number): Promise<InboxEntry[]> {
+    const keys = new Array<Buffer>(end - start);
+    for (let seq = start; seq < end; seq++) keys[seq - start] = u64Key(state.inboxPrefix, seq);
+    const values = await this.ctx.db().getMany(keys);
+    const entries: InboxEntry[] = [];
+    let i = 0;
+    while (i < values.length && values[i] === undefined) i++;
+    for (; i < values.length; i++) {
+      const value = values[i];
+      if (value === undefined) break;
+      entries.push({ ...readInboxMessage(new ValueReader(value)), seq: start + i });
+    }
+    return entries;
   }
 
   /** Loads the meta of a session's inbox into its state. Call under the session's lock. */

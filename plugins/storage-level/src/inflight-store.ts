@@ -5,6 +5,11 @@ import type { InflightOrder, SessionState } from './session-states';
 import { prefixRange, type StoreContext } from './store-context';
 import { decodeInflight, encodeInflight } from './value-codec';
 
+/** The {@link SessionState.idKey} in a range prefix `<space><tenant>\0<client>\0`. */
+function idKeyOf(prefix: Buffer, space: Buffer): string {
+  return prefix.toString('latin1', space.length);
+}
+
 /** `prefix` + order (8 bytes big-endian) + packet id (2 bytes big-endian). */
 function inflightKey(prefix: Buffer, order: number, packetId: number): Buffer {
   const key = Buffer.allocUnsafe(prefix.length + 10);
@@ -39,6 +44,7 @@ export class LevelInflightStore implements InflightStore {
         }
         return { type: 'put', key: inflightKey(state.inflightPrefix, o, r.packetId), value: values[i] };
       });
+      this.ctx.sessions.withInflight.add(state.idKey);
       return { value: undefined, written: this.ctx.commit().write(ops, [state.scope]) };
     });
   }
@@ -55,12 +61,16 @@ export class LevelInflightStore implements InflightStore {
         order.byPacketId.delete(id);
         ops.push({ type: 'del', key: inflightKey(state.inflightPrefix, o, id) });
       }
+      // Once these deletes are written the session has no record left: loading its order again needs no read.
+      if (order.byPacketId.size === 0) this.ctx.sessions.withInflight.delete(state.idKey);
       return ops.length === 0 ? nothingToWrite(undefined) : { value: undefined, written: this.ctx.commit().write(ops, [state.scope]) };
     });
   }
 
   async list(tenantId: string, clientId: string): Promise<InflightRecord[]> {
     const prefix = withSeparator(joinKey(KEY_SPACE.inflight, tenantId, clientId));
+    if (!this.ctx.sessions.withInflight.has(idKeyOf(prefix, KEY_SPACE.inflight))) return [];
+    this.ctx.counters.sessionRangeReads++;
     const values = await this.ctx.db().values(prefixRange(prefix)).all();
     return values.map(decodeInflight);
   }
@@ -68,6 +78,7 @@ export class LevelInflightStore implements InflightStore {
   async addIncoming(tenantId: string, clientId: string, packetId: number): Promise<void> {
     const state = this.ctx.sessions.get(tenantId, clientId);
     const key = u16Key(state.incomingPrefix, packetId);
+    this.ctx.sessions.withIncoming.add(state.idKey);
     await locked(state.scope, () => ({
       value: undefined,
       written: this.ctx.commit().write([{ type: 'put', key, value: Buffer.alloc(0) }], [state.scope]),
@@ -82,12 +93,16 @@ export class LevelInflightStore implements InflightStore {
 
   async listIncoming(tenantId: string, clientId: string): Promise<number[]> {
     const prefix = withSeparator(joinKey(KEY_SPACE.incoming, tenantId, clientId));
+    if (!this.ctx.sessions.withIncoming.has(idKeyOf(prefix, KEY_SPACE.incoming))) return [];
+    this.ctx.counters.sessionRangeReads++;
     const keys = await this.ctx.db().keys(prefixRange(prefix)).all();
     return keys.map((k) => k.readUInt16BE(prefix.length));
   }
 
   /** Loads a session's packet id → order map from its keys. Call under the session's lock. */
   private async loadOrder(state: SessionState): Promise<InflightOrder> {
+    if (!this.ctx.sessions.withInflight.has(state.idKey)) return (state.inflight = { byPacketId: new Map(), next: 1 });
+    this.ctx.counters.sessionRangeReads++;
     const keys = await this.ctx.db().keys(prefixRange(state.inflightPrefix)).all();
     const order: InflightOrder = { byPacketId: new Map(), next: 1 };
     const at = state.inflightPrefix.length;

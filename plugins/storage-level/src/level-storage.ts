@@ -74,7 +74,7 @@ export class LevelStorage implements Storage {
   private readonly maxBatchOps: number;
   private readonly logger: PluginLogger | undefined;
   private readonly states: SessionStates;
-  private readonly counters: StoreCounters = { retainedIndexKeysScanned: 0 };
+  private readonly counters: StoreCounters = { retainedIndexKeysScanned: 0, sessionRangeReads: 0 };
   private database: Db | undefined;
   private group: GroupCommit | undefined;
   private finishedStats: GroupCommitStats = { batches: 0, ops: 0, writes: 0 };
@@ -110,6 +110,7 @@ export class LevelStorage implements Storage {
       ops: this.finishedStats.ops + g.ops,
       writes: this.finishedStats.writes + g.writes,
       retainedIndexKeysScanned: this.counters.retainedIndexKeysScanned,
+      sessionRangeReads: this.counters.sessionRangeReads,
       cachedSessions: this.states.size,
     };
   }
@@ -135,6 +136,12 @@ export class LevelStorage implements Storage {
     } catch (err) {
       await db.close();
       throw err;
+    }
+    try {
+      await this.states.load(db);
+    } catch (err) {
+      await db.close();
+      throw openError(err, this.path);
     }
     await restrictPermissions(this.path, this.logger);
     this.database = db;

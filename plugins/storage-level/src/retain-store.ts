@@ -130,6 +130,9 @@ export class LevelRetainStore implements RetainStore {
     const parsed = parseFilter(filter);
     const tenant = this.tenant(tenantId);
     if (parsed.exact) {
+      // The tenant's totals count topics by level count: none of this one's, nothing to read.
+      const meta = tenant.meta ?? (await tenant.scope.run(() => tenant.meta ?? this.loadMeta(tenant)));
+      if (!meta.levels.has(parsed.levels.length)) return [];
       const m = await this.get(tenantId, filter);
       return m === undefined || isExpired(m.expiresAt, now) ? [] : [m];
     }

@@ -1,7 +1,7 @@
 import type { PageRequest, SessionRecord, SessionStore } from '@bifro/spi';
 import { locked } from './group-commit';
 import type { BatchOp } from './group-commit';
-import { KEY_SPACE, encodeKeyString, concatKey, joinKey, prefixEnd, withSeparator } from './key-codec';
+import { KEY_SPACE, encodeKeyString, concatKey, joinKey, prefixEnd, u64Key, withSeparator } from './key-codec';
 import { iteratorLimit, prefixRange, type StoreContext } from './store-context';
 import { decodeSession, encodeSession } from './value-codec';
 
@@ -37,7 +37,15 @@ export class LevelSessionStore implements SessionStore {
     await locked(state.scope, async () => {
       await state.scope.flushed();
       const db = this.ctx.db();
-      const prefixes = [state.inboxPrefix, state.inflightPrefix, state.incomingPrefix];
+      const sessions = this.ctx.sessions;
+      // Range reads only where records may be: the inbox entries are [first, next) once its meta is loaded.
+      const inbox = state.inbox;
+      const prefixes = [
+        ...(inbox === undefined ? [state.inboxPrefix] : []),
+        ...(sessions.withInflight.has(state.idKey) ? [state.inflightPrefix] : []),
+        ...(sessions.withIncoming.has(state.idKey) ? [state.incomingPrefix] : []),
+      ];
+      this.ctx.counters.sessionRangeReads += prefixes.length;
       const [records, ...keyLists] = await Promise.all([
         db.getMany([state.sessionKey, state.inboxMetaKey]),
         ...prefixes.map((p) => db.keys(prefixRange(p)).all()),
@@ -45,10 +53,14 @@ export class LevelSessionStore implements SessionStore {
       const ops: BatchOp[] = [];
       if (records[0] !== undefined) ops.push({ type: 'del', key: state.sessionKey });
       if (records[1] !== undefined) ops.push({ type: 'del', key: state.inboxMetaKey });
+      if (inbox !== undefined)
+        for (let seq = inbox.first; seq < inbox.next; seq++) ops.push({ type: 'del', key: u64Key(state.inboxPrefix, seq) });
       for (const keys of keyLists) for (const key of keys) ops.push({ type: 'del', key });
       // What the database holds once this batch is written: nothing (seqs start again at 1).
       state.inbox = { first: 1, next: 1 };
       state.inflight = { byPacketId: new Map(), next: 1 };
+      sessions.withInflight.delete(state.idKey);
+      sessions.withIncoming.delete(state.idKey);
       // An unknown session costs no write (an empty batch resolves at once).
       return { value: undefined, written: this.ctx.commit().write(ops, [state.scope]) };
     });

@@ -10,6 +10,8 @@ export type Db = Level<Buffer, Buffer>;
 export interface StoreCounters {
   /** Retained index entries a `match` iterated, over all calls. */
   retainedIndexKeysScanned: number;
+  /** Range reads of a session's inbox, inflight records or inbound QoS 2 ids, over all calls. */
+  sessionRangeReads: number;
 }
 
 /** What the stores of one {@link LevelStorage} share. */

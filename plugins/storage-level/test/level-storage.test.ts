@@ -324,6 +324,76 @@ describe('level storage: retained index', () => {
   });
 });
 
+describe('level storage: sessions without records cost no range read', () => {
+  it('loads, lists and reads a session that never had inflight records or inbound QoS 2 ids without a range read', async () => {
+    const storage = await openStorage();
+    await storage.sessions.put(sampleSession('t1', 'c1'));
+    await storage.inbox.append('t1', 'c1', numberedInboxMessages(1, 3), ROOMY);
+    expect((await storage.inbox.read('t1', 'c1', 0, 16)).map((e) => e.seq)).toEqual([1, 2, 3]);
+    await storage.inflight.put('t1', 'c1', [{ packetId: 1, phase: 'pubrel' }]);
+    await storage.inbox.commit('t1', 'c1', 2);
+    expect((await storage.inbox.read('t1', 'c1', 0, 16)).map((e) => e.seq)).toEqual([3]);
+    expect(await storage.inflight.list('t1', 'c1')).toEqual([{ packetId: 1, phase: 'pubrel' }]);
+    await storage.inflight.remove('t1', 'c1', [1]);
+    expect(await storage.inflight.list('t1', 'c1')).toEqual([]);
+    expect(await storage.inflight.listIncoming('t1', 'c1')).toEqual([]);
+    expect(await storage.inflight.list('t1', 'c2')).toEqual([]);
+    // Only the list while a record was there read a range.
+    expect(storage.stats.sessionRangeReads).toBe(1);
+  });
+
+  it('reads the inbox by key once its meta is loaded, after a reopen too, skipping committed entries', async () => {
+    const path = tempDir('db');
+    const storage = await openStorage(path);
+    await storage.inbox.append('t1', 'c1', numberedInboxMessages(1, 5), ROOMY);
+    await storage.inbox.commit('t1', 'c1', 2);
+    await storage.close();
+    open.length = 0;
+    const reopened = await openStorage(path);
+    expect(await reopened.inbox.count('t1', 'c1')).toBe(3);
+    expect((await reopened.inbox.read('t1', 'c1', 0, 2)).map((e) => e.seq)).toEqual([3, 4]);
+    expect((await reopened.inbox.read('t1', 'c1', 4, 100)).map((e) => [e.seq, e.message.topic])).toEqual([
+      [5, numberedInboxMessage(5).message.topic],
+    ]);
+    expect(await reopened.inbox.read('t1', 'c1', 5, 100)).toEqual([]);
+    expect(reopened.stats.sessionRangeReads).toBe(0);
+  });
+
+  it('finds every session with inflight records or inbound QoS 2 ids after a reopen, also past one with thousands of records', async () => {
+    const path = tempDir('db');
+    const storage = await openStorage(path);
+    const recs = (from: number, n: number): Array<{ packetId: number; phase: 'pubrel' }> =>
+      Array.from({ length: n }, (_, i) => ({ packetId: from + i, phase: 'pubrel' }));
+    await storage.inflight.put('t1', 'a', recs(1, 2500));
+    await storage.inflight.put('t1', 'b', recs(10, 3));
+    await storage.inflight.put('t2', 'a', recs(7, 1));
+    await storage.inflight.addIncoming('t1', 'b', 9);
+    await storage.inflight.addIncoming('t1', 'c', 4);
+    await storage.inflight.put('t1', 'd', recs(1, 2));
+    await storage.inflight.remove('t1', 'd', [1, 2]);
+    await storage.close();
+    open.length = 0;
+    const reopened = await openStorage(path);
+    expect((await reopened.inflight.list('t1', 'a')).map((r) => r.packetId)).toEqual(recs(1, 2500).map((r) => r.packetId));
+    expect((await reopened.inflight.list('t1', 'b')).map((r) => r.packetId)).toEqual([10, 11, 12]);
+    expect((await reopened.inflight.list('t2', 'a')).map((r) => r.packetId)).toEqual([7]);
+    expect(await reopened.inflight.listIncoming('t1', 'b')).toEqual([9]);
+    expect(await reopened.inflight.listIncoming('t1', 'c')).toEqual([4]);
+    const before = reopened.stats.sessionRangeReads;
+    expect(await reopened.inflight.list('t1', 'd')).toEqual([]);
+    expect(await reopened.inflight.list('t1', 'c')).toEqual([]);
+    expect(await reopened.inflight.listIncoming('t1', 'a')).toEqual([]);
+    expect(reopened.stats.sessionRangeReads).toBe(before);
+    // A record put after the reopen keeps the order after the stored ones.
+    await reopened.inflight.put('t1', 'b', recs(1, 1));
+    expect((await reopened.inflight.list('t1', 'b')).map((r) => r.packetId)).toEqual([10, 11, 12, 1]);
+    // A session delete removes what the reopen found.
+    await reopened.sessions.delete('t1', 'b');
+    expect(await reopened.inflight.list('t1', 'b')).toEqual([]);
+    expect(await reopened.inflight.listIncoming('t1', 'b')).toEqual([]);
+  });
+});
+
 describe('level storage: keys', () => {
   it('orders client ids and topics like JavaScript strings (UTF-16), also outside the BMP', async () => {
     const storage = await openStorage();
