@@ -11,6 +11,8 @@ import { AckByte, encodeAcks, encodeSubscribe, type MqttVersion, type QoS } from
 export interface Endpoint {
   readonly host: string;
   readonly port: number;
+  /** Source address to connect from (a loopback alias such as 127.0.0.2: its own ephemeral ports). */
+  readonly localAddress?: string;
 }
 
 type ControlWaiter = (first: number, buf: Buffer, bodyStart: number, bodyEnd: number) => void;
@@ -72,7 +74,12 @@ export class BenchClient {
     setup?: (client: BenchClient) => void,
   ): Promise<BenchClient> {
     return new Promise((resolve, reject) => {
-      const socket = net.connect({ host: endpoint.host, port: endpoint.port, noDelay: true });
+      const socket = net.connect({
+        host: endpoint.host,
+        port: endpoint.port,
+        noDelay: true,
+        ...(endpoint.localAddress === undefined ? {} : { localAddress: endpoint.localAddress }),
+      });
       const client = new BenchClient(socket, clientId, version);
       setup?.(client);
       let settled = false;

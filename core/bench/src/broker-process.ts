@@ -5,7 +5,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,10 +20,14 @@ export const BROKER_NAMES = ['bifro', 'aedes', 'mosquitto'] as const;
  */
 export const OPTIONAL_BROKERS = ['bifro-api'] as const;
 /**
- * A compared broker, or `node-net`: the memory reference, a bare Node.js net server that only
- * answers CONNECT with CONNACK (core/bench/net-connack-server.mjs), run for idle-connections only.
+ * A compared broker, or a reference server: `node-net`, the memory reference, a bare Node.js net
+ * server that only answers CONNECT with CONNACK (core/bench/net-connack-server.mjs), run for
+ * idle-connections only; `node-forward`, the CPU reference, a bare Node.js net server that only
+ * forwards PUBLISH packets to matching subscribers (core/bench/node-forward.mjs), run for
+ * fixed-rate scenarios with `--cpu-floor`.
  */
-export type BrokerName = (typeof BROKER_NAMES)[number] | (typeof OPTIONAL_BROKERS)[number] | 'node-net';
+export type ReferenceName = 'node-net' | 'node-forward';
+export type BrokerName = (typeof BROKER_NAMES)[number] | (typeof OPTIONAL_BROKERS)[number] | ReferenceName;
 
 export function isBrokerName(name: string): name is BrokerName {
   return (BROKER_NAMES as readonly string[]).includes(name) || (OPTIONAL_BROKERS as readonly string[]).includes(name);
@@ -54,6 +58,12 @@ export interface LaunchOptions {
   readonly readyTimeoutMs?: number;
   /** `bifro-api` only: scrape /metrics every second while it runs (default true). */
   readonly scrape?: boolean;
+  /**
+   * `mosquitto` only: `persistence true`, its database in the broker's temporary folder (default
+   * false). mosquitto keeps its state in memory either way and writes it out as a snapshot every
+   * `autosave_interval` (1800 s by default) and at exit, with no per-message fsync.
+   */
+  readonly mosquittoPersistence?: boolean;
 }
 
 const HOST = '127.0.0.1';
@@ -120,7 +130,8 @@ export interface ScrapedApi {
 }
 
 /** The command line of each broker, writing whatever configuration it needs into `dir`. */
-function commandLine(name: BrokerName, port: number, dir: string, repoRoot: string, api?: ScrapedApi): string[] {
+function commandLine(name: BrokerName, port: number, dir: string, opts: LaunchOptions, api?: ScrapedApi): string[] {
+  const repoRoot = opts.repoRoot;
   switch (name) {
     case 'bifro':
     case 'bifro-api': {
@@ -160,16 +171,27 @@ function commandLine(name: BrokerName, port: number, dir: string, repoRoot: stri
       return [process.execPath, path.join(repoRoot, 'core', 'bench', 'aedes-server.mjs'), '--port', String(port)];
     case 'node-net':
       return [process.execPath, path.join(repoRoot, 'core', 'bench', 'net-connack-server.mjs'), '--port', String(port)];
+    case 'node-forward':
+      return [process.execPath, path.join(repoRoot, 'core', 'bench', 'node-forward.mjs'), '--port', String(port)];
     case 'mosquitto': {
       const bin = findMosquitto();
       if (bin === null) throw new Error('mosquitto not found (looked in /usr/sbin and on PATH)');
       const config = path.join(dir, 'mosquitto.conf');
+      if (opts.mosquittoPersistence === true) mkdirSync(path.join(dir, 'mosquitto-db'));
       writeFileSync(
         config,
         [
           `listener ${port} ${HOST}`,
           'allow_anonymous true',
-          'persistence false',
+          ...(opts.mosquittoPersistence === true
+            ? [
+                'persistence true',
+                `persistence_location ${path.join(dir, 'mosquitto-db')}${path.sep}`,
+                // Started as root, mosquitto switches to the `mosquitto` user, which cannot write in
+                // this process's private temporary folder: the database would never be saved.
+                ...(process.getuid?.() === 0 ? ['user root'] : []),
+              ]
+            : ['persistence false']),
           'max_queued_messages 1000000',
           'max_inflight_messages 0',
           'set_tcp_nodelay true',
@@ -193,7 +215,7 @@ export async function launchBroker(name: BrokerName, opts: LaunchOptions): Promi
   try {
     const port = await freePort();
     const api = name === 'bifro-api' ? { port: await freePort(), token: randomBytes(24).toString('base64url') } : undefined;
-    const argv = commandLine(name, port, dir, opts.repoRoot, api);
+    const argv = commandLine(name, port, dir, opts, api);
     const taskset = opts.cpus === null ? null : findTaskset();
     const [cmd, ...args] = taskset === null ? argv : [taskset, '-c', opts.cpus!, ...argv];
     const spawned = spawn(cmd!, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir });

@@ -76,6 +76,10 @@ Options:
   --json <file>            also write every figure (each run, the medians, the machine) as JSON
   --<parameter> <n>        a scenario parameter (bifro bench --list), applied to every scenario
                            that has it, e.g. --payload 256 --qos 1 --publishers 5
+  --cpu-floor              also run node-forward (core/bench/node-forward.mjs, a bare Node net server
+                           that only forwards PUBLISH packets) in every fixed-rate cell (--rate > 0,
+                           not shared-sub), interleaved with the brokers, and print its CPU per
+                           message under the CPU table: the floor of a broker on net.Socket streams
   --no-pin                 do not pin broker and generator to different CPUs with taskset
   -h, --help               this help`;
 
@@ -90,6 +94,8 @@ export interface CompareOptions {
   readonly fresh: boolean;
   readonly overrides: Readonly<Record<string, number>>;
   readonly pin: boolean;
+  /** Run the node-forward reference in the fixed-rate cells. */
+  readonly cpuFloor: boolean;
 }
 
 function positiveNumber(name: string, text: string, integer: boolean): number {
@@ -121,6 +127,7 @@ export function parseCompareArgs(argv: readonly string[]): CompareOptions | null
     workers: { type: 'string' },
     fresh: { type: 'boolean' },
     'no-pin': { type: 'boolean' },
+    'cpu-floor': { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   };
   for (const flag of flags.keys()) options[flag] = { type: 'string' };
@@ -189,6 +196,7 @@ export function parseCompareArgs(argv: readonly string[]): CompareOptions | null
     fresh: values.fresh === true,
     overrides,
     pin: values['no-pin'] !== true,
+    cpuFloor: values['cpu-floor'] === true,
   };
 }
 
@@ -216,6 +224,51 @@ export function referenceLine(runs: readonly ScenarioResult[] | undefined, cells
     parts.push(`${m.label} ${formatValue(m.value)} ${m.unit}${ratio}`);
   }
   return parts.length === 0 ? '' : `\nreference, a bare Node net server answering CONNACK: ${parts.join('; ')}`;
+}
+
+/**
+ * The scenarios node-forward can serve at a fixed rate: plain topics and `+`/`#` filters, QoS 0
+ * and 1 (shared subscriptions and memory are not its business).
+ */
+const FLOOR_SCENARIOS = ['latency', 'qos1-pairs', 'qos1-persistent', 'fan-in', 'fan-out'];
+
+/** Whether a cell of `scenario` run with `params` gets the CPU floor reference. */
+export function hasCpuFloor(scenario: string, params: Readonly<Record<string, number>>): boolean {
+  return FLOOR_SCENARIOS.includes(scenario) && Number(params.rate ?? 0) > 0;
+}
+
+/** The median of one metric over runs (each run's own value, not the median run's), or undefined. */
+export function medianMetric(runs: readonly ScenarioResult[], key: string): number | undefined {
+  const values = runs.flatMap((r) => (r.metrics[key] === undefined ? [] : [r.metrics[key].value])).sort((x, y) => x - y);
+  return values.length === 0 ? undefined : values[Math.floor((values.length - 1) / 2)];
+}
+
+/**
+ * The CPU reference lines: node-forward's CPU per delivered message in each fixed-rate scenario,
+ * and each broker's ratio to it (medians of the runs' own CPU figures).
+ */
+export function cpuFloorLines(
+  scenarios: readonly string[],
+  brokers: readonly BrokerName[],
+  runsOf: (scenario: string, broker: BrokerName) => readonly ScenarioResult[],
+): string {
+  const lines: string[] = [];
+  for (const scenario of scenarios) {
+    const floor = runsOf(scenario, 'node-forward');
+    const ref = medianMetric(floor, 'cpuPerMessage');
+    if (ref === undefined) continue;
+    const ratios = brokers.flatMap((b) => {
+      const m = medianMetric(runsOf(scenario, b), 'cpuPerMessage');
+      return m === undefined || ref === 0 ? [] : [`${b}/node-forward ${(m / ref).toFixed(2)}×`];
+    });
+    const median = floor.length > 1 ? `, median of ${floor.length}` : '';
+    lines.push(
+      `${scenario}: bare Node forwarder: ${formatValue(ref)} µs per message${median}${ratios.length > 0 ? ` (${ratios.join(', ')})` : ''}`,
+    );
+  }
+  return lines.length === 0
+    ? ''
+    : `reference, broker CPU per delivered message of node-forward (core/bench/node-forward.mjs):\n${lines.join('\n')}`;
 }
 
 /** The order brokers run in for repeat `r`: rotated, so none is always first after a scenario change. */
@@ -303,7 +356,9 @@ export async function compare(argv: readonly string[]): Promise<number> {
     for (let r = 0; r < opts.repeat; r++) {
       for (const name of opts.scenarios) {
         const scenario = findScenario(name)!;
-        for (const broker of brokerOrder(brokers, r)) {
+        // The CPU floor runs in the same rotation as the brokers, so it sees the same moments of the machine.
+        const floor = opts.cpuFloor && hasCpuFloor(name, params[name]!);
+        for (const broker of brokerOrder<BrokerName>(floor ? [...brokers, 'node-forward'] : brokers, r)) {
           if (isShuttingDown()) return 130;
           const key = keyOfCell(name, broker);
           let line: string;
@@ -353,7 +408,13 @@ export async function compare(argv: readonly string[]): Promise<number> {
     }
   const reference = referenceLine(runs.get(keyOfCell('idle-connections', 'node-net')), cells);
   const table = renderComparison(opts.scenarios, brokers, cells) + reference;
-  const cpu = renderCpu(opts.scenarios, brokers, cells);
+  for (const name of opts.scenarios) {
+    const error = errors.get(keyOfCell(name, 'node-forward'));
+    if (error !== undefined) brokerNotes.push(`${name} × node-forward (reference): error: ${error}`);
+  }
+  const floorLines = cpuFloorLines(opts.scenarios, brokers, (s, b) => runs.get(keyOfCell(s, b)) ?? []);
+  const cpuTable = renderCpu(opts.scenarios, brokers, cells);
+  const cpu = [cpuTable, floorLines].filter((x) => x !== '').join('\n');
   const notes = [renderNotes(cells), ...brokerNotes].filter((n) => n !== '').join('\n');
   const elapsedS = (performance.now() - t0) / 1000;
   const median = opts.repeat > 1 ? ` (median of ${opts.repeat} runs)` : '';

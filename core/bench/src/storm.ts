@@ -11,6 +11,10 @@
  * queued message is delivered and acknowledged; CONNACK p50/p99; refusals, lost messages and
  * duplicates (QoS 1 allows duplicates, never a loss).
  *
+ * mosquitto runs with `persistence true` by default (`--mosquitto-persistence false` for its
+ * in-memory mode): its state is still served from memory, and written out as a snapshot every
+ * `autosave_interval` (1800 s by default) and at exit, not fsynced per message.
+ *
  * The connections of one machine are bounded by the open-file limit of this process and of the
  * broker (`ulimit -n`): N is capped below it, and the cap is printed.
  */
@@ -26,6 +30,9 @@ import { quantile } from './stats';
 
 const REPO = path.resolve(__dirname, '..', '..', '..');
 const TOPIC = 'fleet/announce';
+/** How mosquitto stores with `persistence true`, as printed with the figures. */
+export const MOSQUITTO_PERSISTENT =
+  'persistence true (a snapshot of its in-memory state every autosave_interval, 1800 s by default, and at exit; no per-message fsync)';
 /** Handshakes in flight while the fleet first connects (phase 1 is set-up, not measured). */
 const SETUP_CONCURRENCY = 64;
 
@@ -181,8 +188,13 @@ async function main(): Promise<void> {
       runs: { type: 'string', default: '3' },
       brokers: { type: 'string', default: 'bifro,mosquitto' },
       timeout: { type: 'string', default: '120' },
+      'mosquitto-persistence': { type: 'string', default: 'true' },
     },
   });
+  const persistenceText = values['mosquitto-persistence'];
+  if (persistenceText !== 'true' && persistenceText !== 'false')
+    throw new Error(`--mosquitto-persistence must be true or false, got "${persistenceText}"`);
+  const mosquittoPersistence = persistenceText === 'true';
   // Each device holds one descriptor here and one in the broker; keep room for everything else.
   const limit = Math.min(readOpenFileLimit('self') ?? 1024, 1_000_000) - 256;
   const devices = Math.min(Number(values.devices), limit);
@@ -199,7 +211,7 @@ async function main(): Promise<void> {
   try {
     for (let r = 0; r < Number(values.runs); r++) {
       for (const name of r % 2 === 0 ? brokers : [...brokers].reverse()) {
-        const broker = await launchBroker(name, { repoRoot: REPO, cpus: null, readyTimeoutMs: 20_000 });
+        const broker = await launchBroker(name, { repoRoot: REPO, cpus: null, readyTimeoutMs: 20_000, mosquittoPersistence });
         try {
           const result = await runStorm(broker, opts);
           results.push(result);
@@ -218,6 +230,10 @@ async function main(): Promise<void> {
   process.stdout.write(
     `fleet reconnect storm: ${devices} devices, ${opts.messages} queued QoS 1 messages each, reconnecting within ${opts.spreadMs} ms (median of ${values.runs})\n`,
   );
+  if (brokers.includes('mosquitto'))
+    process.stdout.write(
+      `mosquitto: ${mosquittoPersistence ? MOSQUITTO_PERSISTENT : 'persistence false (in memory only; --mosquitto-persistence true to compare with it on)'}\n`,
+    );
   for (const name of brokers) {
     const mine = results.filter((r) => r.broker === name);
     if (mine.length === 0) continue;

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { findMosquitto, launchBroker } from '../../bench/src/broker-process';
+import { findMosquitto, launchBroker, type BrokerName } from '../../bench/src/broker-process';
 import { runStorm } from '../../bench/src/storm';
 
 /**
@@ -8,13 +8,23 @@ import { runStorm } from '../../bench/src/storm';
  * its session present and every queued QoS 1 message, none refused.
  */
 const REPO = path.resolve(__dirname, '..', '..', '..');
-const brokers = ['bifro', ...(findMosquitto() !== null ? ['mosquitto' as const] : [])] as const;
+const mosquitto = findMosquitto() !== null;
+/** mosquitto in both modes `bench:storm --mosquitto-persistence` offers. */
+const brokers: { name: BrokerName; mosquittoPersistence: boolean }[] = [
+  { name: 'bifro', mosquittoPersistence: false },
+  ...(mosquitto
+    ? [
+        { name: 'mosquitto' as const, mosquittoPersistence: false },
+        { name: 'mosquitto' as const, mosquittoPersistence: true },
+      ]
+    : []),
+];
 
 describe('bench:storm', () => {
   it.each(brokers)(
-    '%s: every device resumes its session and gets every queued message',
-    async (name) => {
-      const broker = await launchBroker(name, { repoRoot: REPO, cpus: null });
+    '$name (mosquitto persistence $mosquittoPersistence): every device resumes its session and gets every queued message',
+    async ({ name, mosquittoPersistence }) => {
+      const broker = await launchBroker(name, { repoRoot: REPO, cpus: null, mosquittoPersistence });
       try {
         const r = await runStorm(broker, { devices: 40, messages: 3, spreadMs: 200, timeoutMs: 15_000 });
         expect({ refused: r.refused, lost: r.lost, sessionsLost: r.sessionsLost }).toEqual({ refused: 0, lost: 0, sessionsLost: 0 });

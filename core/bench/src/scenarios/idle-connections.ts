@@ -30,6 +30,11 @@ export function connectionCap(brokerPid: number | undefined): number {
   return Math.max(1, Math.min(own, broker) - FD_HEADROOM);
 }
 
+/** The broker's memory per connection: its resident set growth over the connections held. */
+export function bytesPerConnection(rssBefore: number, rssAfter: number, connections: number): number {
+  return (rssAfter - rssBefore) / connections;
+}
+
 export const idleConnections: Scenario<IdleConnectionsParams> = {
   name: 'idle-connections',
   summary: 'C idle connections: connect rate, CONNACK latency p50/p99, broker memory per connection (with --pid)',
@@ -79,7 +84,7 @@ export const idleConnections: Scenario<IdleConnectionsParams> = {
       metrics.rssAfter = { label: 'broker RSS with idle conns', value: m.rss.after / 1048576, unit: 'MiB', better: 'lower' };
       metrics.bytesPerConnection = {
         label: 'broker memory per idle conn',
-        value: (m.rss.after - m.rss.before) / count,
+        value: bytesPerConnection(m.rss.before, m.rss.after, count),
         unit: 'bytes/conn',
         better: 'lower',
       };
