@@ -121,6 +121,15 @@ describe('scenarios against an in-process Bifro', () => {
     expect(r.headline).toEqual(['p50', 'p99', 'max', 'achieved']);
   });
 
+  it('latency --paired 1: each publisher reaches its own subscriber only', async () => {
+    const r = await runScenario(latency, target, TIMING, { ...latency.defaults, publishers: 4, subscribers: 3, paired: 1, rate: 1000 }, OPTS);
+    expectSane(r);
+    expect(value(r, 'samples')).toBeGreaterThan(0);
+    // One delivery per message (a subscriber per topic), not one per subscriber as with the shared wildcard.
+    expect(r.totals!.received).toBeLessThanOrEqual(r.totals!.sent);
+    expect(r.totals!.received).toBeGreaterThan(r.totals!.sent / 2);
+  });
+
   it('idle-connections: connects every client and reports rate, CONNACK latency and memory', async () => {
     const r = await runScenario(
       idleConnections,

@@ -9,8 +9,10 @@ import { SPEC, qosLabel, qosOf, rate, topicPrefix, versionOf } from './common';
 
 export type LatencyParams = {
   publishers: number;
-  /** Each receives every message. */
+  /** Each receives every message (unless `paired`). */
   subscribers: number;
+  /** 1: each publisher has a subscriber of its own on its own topic instead (`subscribers` is ignored). */
+  paired: number;
   /** Total messages/s over all publishers. */
   rate: number;
   qos: number;
@@ -27,11 +29,17 @@ const SHORTFALL = 0.95;
 export const latency: Scenario<LatencyParams> = {
   name: 'latency',
   summary: 'publishers at a fixed total rate, timestamps in the payload; publish → deliver latency p50/p99/max and the achieved rate',
-  defaults: { publishers: 10, subscribers: 1, rate: 10000, qos: 0, payload: 64, inflight: 64, topicLevels: 4, mqtt: 4, persistent: 0 },
+  defaults: { publishers: 10, subscribers: 1, paired: 0, rate: 10000, qos: 0, payload: 64, inflight: 64, topicLevels: 4, mqtt: 4, persistent: 0 },
   quick: {},
   specs: {
     publishers: { summary: 'publishing connections, each on its own topic', min: 1, max: 100000 },
     subscribers: { summary: 'subscribers on the wildcard filter (each gets every message)', min: 1, max: 10000 },
+    paired: {
+      summary: '1: one subscriber per publisher, on that publisher\'s topic (N pairs, --subscribers ignored)',
+      min: 0,
+      max: 1,
+      choices: [0, 1],
+    },
     rate: { ...SPEC.rate, summary: 'total messages/s over all publishers', min: 1 },
     qos: SPEC.qos,
     payload: { ...SPEC.payload, summary: `payload bytes per message (at least ${TIMESTAMP_BYTES}: the send time)`, min: TIMESTAMP_BYTES },
@@ -40,7 +48,7 @@ export const latency: Scenario<LatencyParams> = {
     mqtt: SPEC.mqtt,
     persistent: SPEC.persistent,
   },
-  extraMs: (p) => (p.publishers + p.subscribers) * 2,
+  extraMs: (p) => (p.publishers + (p.paired === 1 ? p.publishers : p.subscribers)) * 2,
   validate(p) {
     if (p.rate < p.publishers / 10)
       throw new ParamError(
@@ -54,9 +62,9 @@ export const latency: Scenario<LatencyParams> = {
       version: versionOf(p.mqtt),
       keepalive: 0,
       concurrency: 50,
-      subscribers: Array.from({ length: p.subscribers }, (_v, i) => ({
+      subscribers: Array.from({ length: p.paired === 1 ? p.publishers : p.subscribers }, (_v, i) => ({
         id: `${tag}s${i}`,
-        filter: `${prefix}/+`,
+        filter: p.paired === 1 ? `${prefix}/${i}` : `${prefix}/+`,
         qos,
         clean: p.persistent === 0,
       })),
