@@ -122,7 +122,13 @@ describe('scenarios against an in-process Bifro', () => {
   });
 
   it('latency --paired 1: each publisher reaches its own subscriber only', async () => {
-    const r = await runScenario(latency, target, TIMING, { ...latency.defaults, publishers: 4, subscribers: 3, paired: 1, rate: 1000 }, OPTS);
+    const r = await runScenario(
+      latency,
+      target,
+      TIMING,
+      { ...latency.defaults, publishers: 4, subscribers: 3, paired: 1, rate: 1000 },
+      OPTS,
+    );
     expectSane(r);
     expect(value(r, 'samples')).toBeGreaterThan(0);
     // One delivery per message (a subscriber per topic), not one per subscriber as with the shared wildcard.

@@ -29,13 +29,24 @@ const SHORTFALL = 0.95;
 export const latency: Scenario<LatencyParams> = {
   name: 'latency',
   summary: 'publishers at a fixed total rate, timestamps in the payload; publish → deliver latency p50/p99/max and the achieved rate',
-  defaults: { publishers: 10, subscribers: 1, paired: 0, rate: 10000, qos: 0, payload: 64, inflight: 64, topicLevels: 4, mqtt: 4, persistent: 0 },
+  defaults: {
+    publishers: 10,
+    subscribers: 1,
+    paired: 0,
+    rate: 10000,
+    qos: 0,
+    payload: 64,
+    inflight: 64,
+    topicLevels: 4,
+    mqtt: 4,
+    persistent: 0,
+  },
   quick: {},
   specs: {
     publishers: { summary: 'publishing connections, each on its own topic', min: 1, max: 100000 },
     subscribers: { summary: 'subscribers on the wildcard filter (each gets every message)', min: 1, max: 10000 },
     paired: {
-      summary: '1: one subscriber per publisher, on that publisher\'s topic (N pairs, --subscribers ignored)',
+      summary: "1: one subscriber per publisher, on that publisher's topic (N pairs, --subscribers ignored)",
       min: 0,
       max: 1,
       choices: [0, 1],
