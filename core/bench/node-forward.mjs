@@ -233,15 +233,21 @@ function deliver(to, qos, fromVersion, buf, start, first, body, topicEnd, layout
   to.socket.write(out);
 }
 
-function subscribe(c, buf, body, end) {
-  const idHi = buf[body];
-  const idLo = buf[body + 1];
+/** Where a SUBSCRIBE or UNSUBSCRIBE body's topic list starts: after the packet id and (v5) the properties. */
+function topicListStart(c, buf, body, end) {
   let pos = body + 2;
   if (c.version === 5) {
     const v = readVarInt(buf, pos, end);
     if (v === null) throw new Error('malformed properties');
     pos += v[1] + v[0];
   }
+  return pos;
+}
+
+function subscribe(c, buf, body, end) {
+  const idHi = buf[body];
+  const idLo = buf[body + 1];
+  let pos = topicListStart(c, buf, body, end);
   const codes = [];
   while (pos + 2 < end) {
     const n = buf.readUInt16BE(pos);
@@ -291,12 +297,7 @@ function removeSubscription(s) {
 function unsubscribe(c, buf, body, end) {
   const idHi = buf[body];
   const idLo = buf[body + 1];
-  let pos = body + 2;
-  if (c.version === 5) {
-    const v = readVarInt(buf, pos, end);
-    if (v === null) throw new Error('malformed properties');
-    pos += v[1] + v[0];
-  }
+  let pos = topicListStart(c, buf, body, end);
   const codes = [];
   while (pos + 2 <= end) {
     const n = buf.readUInt16BE(pos);

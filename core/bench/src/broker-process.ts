@@ -330,3 +330,24 @@ export function killAllBrokersNow(): void {
   }
   for (const dir of tempDirs) removeDir(dir);
 }
+
+/**
+ * Runs a bench command that starts brokers, as its process's main: exits with its code; on an
+ * error prints it after `name` and exits 1; on Ctrl-C exits 130. Either way the brokers it
+ * started are stopped first, by pid, and killed if the process exits before that is done.
+ */
+export function runBrokerCommand(name: string, main: () => Promise<number>): void {
+  process.on('exit', killAllBrokersNow);
+  process.once('SIGINT', () => {
+    process.stderr.write('\ninterrupted: stopping the brokers started by this run\n');
+    void stopAllBrokers().finally(() => process.exit(130));
+  });
+  main().then(
+    (code) => process.exit(code),
+    async (err: unknown) => {
+      process.stderr.write(`${name}: ${err instanceof Error ? err.message : String(err)}\n`);
+      await stopAllBrokers();
+      process.exit(1);
+    },
+  );
+}

@@ -18,10 +18,9 @@ import {
   findTaskset,
   isBrokerName,
   isShuttingDown,
-  killAllBrokersNow,
   launchBroker,
   pinSelf,
-  stopAllBrokers,
+  runBrokerCommand,
   type BrokerName,
   type BrokerProcess,
 } from './broker-process';
@@ -444,17 +443,4 @@ export async function compare(argv: readonly string[]): Promise<number> {
   return 0;
 }
 
-if (require.main === module) {
-  process.on('exit', killAllBrokersNow);
-  process.once('SIGINT', () => {
-    process.stderr.write('\ninterrupted: stopping the brokers started by this run\n');
-    void stopAllBrokers().finally(() => process.exit(130));
-  });
-  compare(process.argv.slice(2)).then(
-    (code) => process.exit(code),
-    (err: unknown) => {
-      process.stderr.write(`error: ${String(err)}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (require.main === module) runBrokerCommand('error', () => compare(process.argv.slice(2)));

@@ -22,7 +22,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BenchClient, type Endpoint } from './bench-client';
-import { launchBroker, stopAllBrokers, killAllBrokersNow, type BrokerName, type BrokerProcess } from './broker-process';
+import { launchBroker, runBrokerCommand, stopAllBrokers, type BrokerName, type BrokerProcess } from './broker-process';
 import { encodeConnect, encodePublish, makePayload } from './packets';
 import { readCpuSeconds, readOpenFileLimit, readRssBytes } from './proc-stats';
 import { bytesPerConnection, connectionCap } from './scenarios/idle-connections';
@@ -389,18 +389,4 @@ async function main(): Promise<number> {
   return 0;
 }
 
-if (require.main === module) {
-  process.on('exit', killAllBrokersNow);
-  process.once('SIGINT', () => {
-    process.stderr.write('\ninterrupted: stopping the brokers started by this run\n');
-    void stopAllBrokers().finally(() => process.exit(130));
-  });
-  main().then(
-    (code) => process.exit(code),
-    async (err: unknown) => {
-      process.stderr.write(`bench:scale-idle: ${err instanceof Error ? err.message : String(err)}\n`);
-      await stopAllBrokers();
-      process.exit(1);
-    },
-  );
-}
+if (require.main === module) runBrokerCommand('bench:scale-idle', main);

@@ -23,7 +23,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BenchClient } from './bench-client';
-import { findMosquitto, launchBroker, stopAllBrokers, type BrokerName, type BrokerProcess } from './broker-process';
+import { findMosquitto, launchBroker, runBrokerCommand, stopAllBrokers, type BrokerName, type BrokerProcess } from './broker-process';
 import { encodeConnect, encodePublish, makePayload } from './packets';
 import { readOpenFileLimit } from './proc-stats';
 import { quantile } from './stats';
@@ -247,10 +247,8 @@ async function main(): Promise<void> {
   }
 }
 
-if (require.main === module) {
-  main().catch(async (err: unknown) => {
-    process.stderr.write(`bench:storm: ${err instanceof Error ? err.message : String(err)}\n`);
-    await stopAllBrokers();
-    process.exit(1);
+if (require.main === module)
+  runBrokerCommand('bench:storm', async () => {
+    await main();
+    return 0;
   });
-}
