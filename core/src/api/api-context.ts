@@ -3,6 +3,7 @@ import type { Clock } from '../base/clock';
 import type { BrokerConfig } from '../base/config-types';
 import type { Logger } from '../base/logger';
 import type { Engine } from '../broker/engine';
+import type { ClusterView } from '../cluster/cluster-view';
 import type { LoadedPluginInfo } from '../plugin-host/managers';
 import type { TenantRates } from '../tenancy/tenant-rates';
 
@@ -32,4 +33,6 @@ export interface ApiContext {
   readonly state: BrokerState;
   /** Messages and bytes per second in and out, per tenant and broker-wide, with load averages. */
   readonly rates: TenantRates;
+  /** The live nodes: cluster mode's membership, or this broker alone when standalone. */
+  readonly nodes: ClusterView;
 }

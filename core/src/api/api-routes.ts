@@ -4,6 +4,7 @@ import { banRoutes } from './bans';
 import { healthRoutes } from './health';
 import { kickRoutes } from './kick';
 import { metricsRoutes } from './metrics';
+import { nodeRoutes } from './nodes';
 import { pluginRoutes } from './plugins';
 import { publishRoutes } from './publish';
 import { retainedRoutes } from './retained';
@@ -26,4 +27,5 @@ export const API_ROUTES: readonly RouteModule[] = [
   metricsRoutes,
   pluginRoutes,
   tenantRoutes,
+  nodeRoutes,
 ];

@@ -317,6 +317,12 @@ export function brokerRegistry(ctx: ApiContext): { registry: Registry; scrape():
   metric('gauge', 'info', 'Always 1; the labels tell the version and the node id.', ['version', 'node'], (put) =>
     put({ version: CORE_VERSION, node: ctx.config.nodeId }, 1),
   );
+  metric('gauge', 'cluster_nodes', 'Live cluster nodes this node knows of, itself included (1 when standalone).', [], (put) =>
+    put({}, ctx.nodes.nodes().length),
+  );
+  metric('gauge', 'cluster_up', '1 while connected to NATS in cluster mode, else 0 (always 0 standalone).', [], (put) =>
+    put({}, ctx.nodes.connected() ? 1 : 0),
+  );
   const gate = ctx.engine.gate;
   metric(
     'counter',

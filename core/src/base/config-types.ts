@@ -139,6 +139,23 @@ export interface MetricsConfig {
   readonly tenantLabels: { readonly top: number; readonly include: readonly string[] };
 }
 
+/** Cluster mode on NATS JetStream (docs/cluster.md). Off unless the `cluster` section is present. */
+export interface ClusterConfig {
+  /** NATS server URLs (`nats://host:port`, `tls://host:port`); the client learns the rest of the NATS cluster from them. */
+  readonly servers: readonly string[];
+  /** This node's id in the cluster; absent: `<nodeId>-<port of the first listener as bound>` (docs/cluster.md). */
+  readonly nodeId?: string;
+  /** Partitions of the cluster's keyspaces (session registry, inboxes; not used by membership). */
+  readonly partitions: number;
+  /** JetStream replicas of the cluster's buckets and streams (1 for a single NATS server). */
+  readonly replicas: number;
+  readonly user?: string;
+  readonly password?: string;
+  readonly token?: string;
+  /** TLS to the NATS servers. Paths are absolute after loading. */
+  readonly tls?: { readonly ca?: string; readonly cert?: string; readonly key?: string };
+}
+
 /** `metrics` when the file has no such section. */
 export const DEFAULT_METRICS: MetricsConfig = { tenantLabels: { top: 20, include: [] } };
 
@@ -168,6 +185,8 @@ export interface BrokerConfig {
   readonly api?: ApiConfig;
   /** Seconds between `$SYS` publications to each tenant (0: off). */
   readonly sysInterval: number;
+  /** Cluster mode; absent: standalone (NATS is not even loaded). */
+  readonly cluster?: ClusterConfig;
   /** `GET /metrics`; set only when the file has a `metrics` section ({@link DEFAULT_METRICS} otherwise). */
   readonly metrics?: MetricsConfig;
 }

@@ -6,7 +6,7 @@ import type { Logger } from '../base/logger';
 import { RUNTIME_TOKENS } from '../base/tokens';
 import { loadPlugins, registerPluginHost } from '../plugin-host';
 import type { LoadedPluginInfo } from '../plugin-host/managers';
-import { TenantUsage, type TenantMetrics } from '../tenancy/tenant-usage';
+import { COUNTER, resourceIndex, TenantUsage, type TenantMetrics } from '../tenancy/tenant-usage';
 import { TenantRates } from '../tenancy/tenant-rates';
 import { SysTopics } from '../broker/sys-topics';
 import { TimerWheel } from '../session/timer-wheel';
@@ -23,6 +23,8 @@ import { describeError } from '../base/errors';
 import type { Clock } from '../base/clock';
 import type { ApiContext, BrokerState } from '../api/api-context';
 import { startApi, type RunningApi } from '../api/api-server';
+import { standaloneView, type NodeLoad, type RunningCluster } from '../cluster/cluster-view';
+import { CORE_VERSION } from '../plugin-host/core-version';
 
 export type { ListenerAddress } from '../transport/listener-address';
 
@@ -59,8 +61,9 @@ export interface StartOptions {
 
 /**
  * The composition root. Boot order: plugins (settings, events, storage, throttler, auth, acl, balancer)
- * → DI container → MQTT server → listeners. Shutdown runs the other way round. Everything is
- * resolved from the container once, here; nothing on the packet path asks the container again.
+ * → DI container → MQTT server → listeners → cluster membership (with `cluster`) → admin API.
+ * Shutdown runs the other way round. Everything is resolved from the container once, here;
+ * nothing on the packet path asks the container again.
  */
 export async function startBroker(config: BrokerConfig, logger: Logger, options: StartOptions = {}): Promise<RunningBroker> {
   const container = rootContainer.createChildContainer();
@@ -109,7 +112,7 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
   // Sampled on the timer wheel only when something reads the rates (the admin API, $SYS).
   const rates = new TenantRates(usage, wheel);
   const sys = new SysTopics(engine, rates, wheel, config.sysInterval, startedAt);
-  const apiContext: ApiContext = {
+  const apiContext: Omit<ApiContext, 'nodes'> = {
     config,
     logger,
     engine,
@@ -122,6 +125,7 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
   };
   let bound;
   let api: RunningApi | undefined;
+  let cluster: RunningCluster | undefined;
   try {
     const restored = await engine.sessions.restore();
     if (restored > 0) logger.info({ sessions: restored }, `restored ${restored} persistent sessions`);
@@ -129,10 +133,23 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     await engine.bans.load();
     bound = await server.listen();
     engine.redirects.start();
-    if (config.api !== undefined || config.sysInterval > 0) rates.start();
+    if (config.api !== undefined || config.sysInterval > 0 || config.cluster !== undefined) rates.start();
     sys.start();
-    if (config.api !== undefined) api = await startApi(apiContext, config.api);
+    // After storage and listeners: the heartbeat names the listeners as bound.
+    const listenerAddresses = bound.map((l) => `${l.host}:${l.port}`);
+    const load = (): NodeLoad => nodeLoad(usage, rates);
+    if (config.cluster !== undefined) cluster = startClusterMode(config, logger, bound, startedAt, load);
+    // Standalone, the nodes endpoint and the cluster metrics see this broker alone.
+    const nodes =
+      cluster ??
+      standaloneView(
+        config.nodeId,
+        () => ({ nodeId: config.nodeId, startedAt, version: CORE_VERSION, listeners: listenerAddresses, ...load() }),
+        clock,
+      );
+    if (config.api !== undefined) api = await startApi({ ...apiContext, nodes }, config.api);
   } catch (err) {
+    await cluster?.stop();
     await server.close();
     await host.close();
     wheel.close();
@@ -179,6 +196,8 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
         rates.stop();
         await server.close();
         await api?.close();
+        // The others drop this node at once (its key deleted), then the NATS connection drains.
+        await cluster?.stop();
         // Deletes of ended bans met at CONNECT reach storage before it closes.
         await engine.bans.settled();
         await host.close();
@@ -188,4 +207,45 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
       return stopping;
     },
   };
+}
+
+/**
+ * Cluster mode, loaded only when configured: a standalone broker never requires NATS.
+ * The node id: `cluster.nodeId`, else `<nodeId>-<port of the first listener as bound>`, unique
+ * among brokers sharing a host and the same across restarts on fixed ports (docs/cluster.md).
+ */
+function startClusterMode(
+  config: BrokerConfig,
+  logger: Logger,
+  bound: readonly ListenerAddress[],
+  startedAt: number,
+  load: () => NodeLoad,
+): RunningCluster {
+  const clusterConfig = config.cluster!;
+  const nodeId = clusterConfig.nodeId ?? `${config.nodeId}-${bound[0]?.port ?? 0}`;
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { startCluster } = require('../cluster') as typeof import('../cluster');
+  return startCluster({
+    cluster: clusterConfig,
+    nodeId,
+    version: CORE_VERSION,
+    startedAt,
+    listeners: bound.map((l) => `${l.host}:${l.port}`),
+    load,
+    logger,
+  });
+}
+
+const CONNECTIONS = resourceIndex('TotalConnections');
+
+/** This node's figures for its heartbeat: broker-wide sums of the tenants' usage, and the last rate sample. */
+function nodeLoad(usage: TenantUsage, rates: TenantRates): NodeLoad {
+  let connections = 0;
+  let sessions = 0;
+  for (const [, state] of usage.states()) {
+    connections += state.values[CONNECTIONS]!;
+    sessions += state.counters[COUNTER.sessions]!;
+  }
+  const r = rates.broker();
+  return { connections, sessions, msgInPerSec: r.messagesIn.perSecond, msgOutPerSec: r.messagesOut.perSecond };
 }

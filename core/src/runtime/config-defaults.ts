@@ -23,6 +23,10 @@ export const DEFAULT_WS_PATH = '/mqtt';
 export const DEFAULT_API_HOST = '127.0.0.1';
 export const DEFAULT_API_PORT = 8091;
 export const DEFAULT_API_AUTH_FAILURES_PER_MINUTE = 30;
+/** cluster.partitions: 16 partitions spread the cluster's keyspaces over a few JetStream leaders. */
+export const DEFAULT_CLUSTER_PARTITIONS = 16;
+/** cluster.replicas: 3 copies survive one NATS server lost (R3, docs/cluster.md). */
+export const DEFAULT_CLUSTER_REPLICAS = 3;
 /** `$SYS` topics: published to each tenant every 10 s, like mosquitto's sys_interval. */
 export const DEFAULT_SYS_INTERVAL_SECONDS = 10;
 export const DEFAULT_INIT_TIMEOUT_MS = 10_000;

@@ -53,6 +53,20 @@ export const CONFIG_ERRORS = defineErrors({
       'The admin API (`api`) is configured with `workers` above 1. Each worker process serves only its own share of the tenants, so no single process could answer the API for the whole broker.',
     remedy: 'Use `workers: 1` (the default) with the admin API, or leave `api` out of a multi-worker configuration.',
   },
+  BIFRO_CONFIG_WORKERS_CLUSTER: {
+    summary:
+      'Cluster mode (`cluster`) is configured with `workers` above 1. A cluster node is one process; worker processes of one node would each need their own place in the cluster, which is not supported yet.',
+    remedy: 'Use `workers: 1` (the default) with `cluster`, and run more nodes instead of more workers (docs/cluster.md).',
+  },
+  BIFRO_CONFIG_CLUSTER_SERVER: {
+    summary: 'An entry of `cluster.servers` is not a NATS server URL (`nats://host:port`, `tls://host:port`, or `host:port`).',
+    remedy: 'Write each NATS server as `nats://host:port`; the key path in the message names the entry.',
+  },
+  BIFRO_CONFIG_CLUSTER_AUTH: {
+    summary:
+      'The NATS credentials of `cluster` are incomplete or mixed: `user` without `password` (or the reverse), or a `token` together with a user.',
+    remedy: 'Give `cluster.user` and `cluster.password` together, or `cluster.token` alone.',
+  },
   BIFRO_CONFIG_ANONYMOUS_EXPOSED: {
     summary:
       'A listener binds a non-loopback host (0.0.0.0, ::, an external address or a host name) while no auth plugin is configured, so the dev-only allow-all auth would accept anyone who can reach it.',

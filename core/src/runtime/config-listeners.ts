@@ -167,12 +167,13 @@ export function checkApiTokens(config: BrokerConfig, where: Locator): ConfigIssu
   return issues;
 }
 
-/** The certificate files of tls/wss listeners and of the admin API must be readable. */
+/** The certificate files of tls/wss listeners, of the admin API and of the NATS connection must be readable. */
 export async function checkTlsFiles(config: BrokerConfig, where: Locator): Promise<ConfigIssue[]> {
   const issues: ConfigIssue[] = [];
-  const owners: { readonly path: (string | number)[]; readonly tls: { cert: string; key: string; ca?: string } | undefined }[] = [
+  const owners: { readonly path: (string | number)[]; readonly tls: { cert?: string; key?: string; ca?: string } | undefined }[] = [
     ...config.listeners.map((l, i) => ({ path: ['listeners', i, 'tls'], tls: l.tls })),
     { path: ['api', 'tls'], tls: config.api?.tls },
+    { path: ['cluster', 'tls'], tls: config.cluster?.tls },
   ];
   for (const { path: at, tls } of owners) {
     if (tls === undefined) continue;

@@ -65,6 +65,16 @@ export interface RawConfig {
     readonly authFailuresPerMinute?: number;
     readonly docsPage?: boolean;
   } | null;
+  readonly cluster?: {
+    readonly servers?: readonly string[];
+    readonly nodeId?: string;
+    readonly partitions?: number;
+    readonly replicas?: number;
+    readonly user?: string;
+    readonly password?: string;
+    readonly token?: string;
+    readonly tls?: { readonly ca?: string; readonly cert?: string; readonly key?: string };
+  } | null;
   readonly sysInterval?: number;
   readonly metrics?: {
     readonly tenantLabels?: { readonly top?: number; readonly include?: readonly string[] | null } | null;
@@ -285,6 +295,34 @@ export const CONFIG_SCHEMA = {
         },
         authFailuresPerMinute: integer(1, 100000, ' (requests with a bad token per address per minute)'),
         docsPage: BOOLEAN,
+      },
+    },
+    cluster: {
+      type: ['object', 'null'],
+      expected: 'a map {servers, nodeId, partitions, replicas, user, password, token, tls}',
+      additionalProperties: false,
+      required: ['servers'],
+      properties: {
+        servers: {
+          type: 'array',
+          minItems: 1,
+          items: { type: 'string', minLength: 1, expected: 'a NATS server URL such as nats://127.0.0.1:4222' },
+          uniqueItems: true,
+          expected: 'a non-empty list of distinct NATS server URLs (nats://host:port)',
+        },
+        nodeId: { type: 'string', pattern: NODE_ID_PATTERN, expected: NODE_ID_EXPECTED },
+        partitions: integer(1, 1024, ' (partitions of the cluster keyspaces)'),
+        // JetStream keeps 1 to 5 copies of a stream.
+        replicas: integer(1, 5, ' (JetStream replicas; 1 for a single NATS server)'),
+        user: { type: 'string', minLength: 1, expected: 'a NATS user name' },
+        password: { type: 'string', minLength: 1, expected: 'a NATS password' },
+        token: { type: 'string', minLength: 1, expected: 'a NATS token' },
+        tls: {
+          type: 'object',
+          expected: 'a map {ca, cert, key}',
+          additionalProperties: false,
+          properties: { ca: PATH, cert: PATH, key: PATH },
+        },
       },
     },
     sysInterval: integer(0, 86400, ' (seconds between $SYS publications; 0 = off)'),

@@ -72,6 +72,7 @@ import {
   checkTlsFiles,
   checkWorkerListeners,
 } from './config-listeners';
+import { buildCluster, checkCluster } from './config-cluster';
 
 export { ConfigError } from './config-errors';
 export type { ConfigIssue } from './config-errors';
@@ -127,6 +128,7 @@ export async function loadConfig(opts: LoadConfigOptions): Promise<BrokerConfig>
     ...checkWorkerListeners(config, overrides.workers !== undefined, where),
     ...checkAnonymousExposure(config, where),
     ...checkApiTokens(config, where),
+    ...checkCluster(config, overrides.workers !== undefined, where),
     ...(await checkTlsFiles(config, where)),
   ];
   if (late.length > 0) throw new ConfigError(late, file);
@@ -234,6 +236,7 @@ function build(raw: RawConfig, ctx: BuildContext): BrokerConfig {
     security: buildSecurity(raw.security),
     log: pretty === undefined ? { level } : { level, pretty },
     ...(raw.api !== undefined && raw.api !== null ? { api: buildApi(raw.api, fromFile) } : {}),
+    ...(raw.cluster !== undefined && raw.cluster !== null ? { cluster: buildCluster(raw.cluster, fromFile) } : {}),
     sysInterval: raw.sysInterval ?? DEFAULT_SYS_INTERVAL_SECONDS,
     ...(raw.metrics !== undefined && raw.metrics !== null ? { metrics: buildMetrics(raw.metrics) } : {}),
   };

@@ -127,6 +127,21 @@ describe('core/src import graph', () => {
     expect(intoRuntime.sort()).toEqual(['cli', 'index.ts']);
   });
 
+  it('keeps NATS inside cluster/, and cluster/ on base/ only (a standalone broker never loads it)', () => {
+    const natsImporters = sourceFiles(SRC).filter((f) => /from\s+['"]nats['"]|require\(['"]nats['"]\)/.test(readFileSync(f, 'utf8')));
+    expect(natsImporters.every((f) => path.relative(SRC, f).startsWith(`cluster${path.sep}`))).toBe(true);
+    expect(natsImporters.length).toBeGreaterThan(0);
+    expect(folderGraph().get('cluster')).toEqual(['base']);
+    // Outside cluster/, only its type-only view is imported; the rest is required when `cluster` is configured.
+    const reachIn = [...importGraph(true)]
+      .filter(([file]) => !path.relative(SRC, file).startsWith(`cluster${path.sep}`))
+      .flatMap(([, deps]) => deps.map((d) => path.relative(SRC, d)))
+      .filter((d) => d.startsWith(`cluster${path.sep}`));
+    expect([...new Set(reachIn)]).toEqual([path.join('cluster', 'cluster-view.ts')]);
+    const viewSource = readFileSync(path.join(SRC, 'cluster', 'cluster-view.ts'), 'utf8');
+    expect(viewSource).not.toMatch(/^\s*import\s/m);
+  });
+
   it('imports no plugin package', () => {
     const offenders = sourceFiles(SRC).filter((f) => /from\s+['"]@bifro\/plugin-/.test(readFileSync(f, 'utf8')));
     expect(offenders.map((f) => path.relative(SRC, f))).toEqual([]);

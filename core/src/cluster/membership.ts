@@ -1,0 +1,230 @@
+import type { KV, KvEntry, NatsConnection } from 'nats';
+import type { Logger } from '../base/logger';
+import { describeError } from '../base/errors';
+import type { ClusterNode, NodeLoad, NodeRecord } from './cluster-view';
+
+/** The KV bucket of heartbeats, one key per node id. */
+export const NODES_BUCKET = 'bifro_nodes';
+/** Every node puts its record this often. */
+export const HEARTBEAT_MS = 2000;
+/** A node not heard from for this long is gone (also the bucket's max_age, so its key expires). */
+export const DEAD_AFTER_MS = 10_000;
+/** How often the list is swept for nodes past {@link DEAD_AFTER_MS}: nats-server 2.9 tells watchers nothing when a key ages out. */
+const SWEEP_MS = 1000;
+/** Heartbeats failed in a row before it is logged. */
+const PUT_FAILURES_LOGGED = 2;
+
+export interface MembershipOptions {
+  readonly nodeId: string;
+  readonly version: string;
+  readonly startedAt: number;
+  /** `host:port` of each MQTT listener. */
+  readonly listeners: readonly string[];
+  /** Configured replicas of the bucket (capped to the NATS servers the connection learns of). */
+  readonly replicas: number;
+  /** This node's load now (read at every heartbeat). */
+  load(): NodeLoad;
+  readonly logger: Logger;
+  /** ms since the epoch. */
+  readonly clock?: () => number;
+}
+
+function isRecord(v: unknown): v is NodeRecord {
+  const r = v as Partial<NodeRecord> | null;
+  return (
+    typeof r === 'object' &&
+    r !== null &&
+    typeof r.nodeId === 'string' &&
+    typeof r.startedAt === 'number' &&
+    typeof r.version === 'string' &&
+    Array.isArray(r.listeners) &&
+    typeof r.connections === 'number' &&
+    typeof r.sessions === 'number' &&
+    typeof r.msgInPerSec === 'number' &&
+    typeof r.msgOutPerSec === 'number'
+  );
+}
+
+/**
+ * Membership: this node's heartbeat in the `bifro_nodes` bucket every 2 s, and a watch of the
+ * bucket keeping the live node list. A node is gone when its key is deleted (a clean stop) or
+ * when it has not been heard from for 10 s (killed, cut off: the key ages out of the bucket).
+ */
+export class Membership {
+  private readonly others = new Map<string, { record: NodeRecord; lastSeen: number }>();
+  private readonly clock: () => number;
+  private kv: KV | undefined;
+  private opening = false;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private sweep: NodeJS.Timeout | undefined;
+  private stopped = false;
+  /** Heartbeats failed in a row (a NATS server just restarted times a few out while JetStream recovers). */
+  private putFailures = 0;
+  private beating = false;
+  private watchGeneration = 0;
+
+  constructor(private readonly opts: MembershipOptions) {
+    this.clock = opts.clock ?? Date.now;
+  }
+
+  /** Starts (or resumes after a new connection) heartbeats and the watch. */
+  attach(nc: NatsConnection): void {
+    this.heartbeat ??= setInterval(() => void this.beat(nc), HEARTBEAT_MS);
+    this.sweep ??= setInterval(() => this.sweepDead(), SWEEP_MS);
+    void this.beat(nc);
+  }
+
+  /** This node's record as it would put it now. */
+  record(): NodeRecord {
+    const o = this.opts;
+    return { nodeId: o.nodeId, startedAt: o.startedAt, version: o.version, listeners: o.listeners, ...o.load() };
+  }
+
+  /** Every live node, this one first, then by node id. */
+  nodes(): ClusterNode[] {
+    const others = [...this.others.values()]
+      .sort((a, b) => (a.record.nodeId < b.record.nodeId ? -1 : 1))
+      .map((n) => ({ record: n.record, lastSeen: n.lastSeen, self: false }));
+    return [{ record: this.record(), lastSeen: this.clock(), self: true }, ...others];
+  }
+
+  /** Opens the bucket (once), then puts this node's record. */
+  private async beat(nc: NatsConnection): Promise<void> {
+    // A put waits up to the JetStream timeout (5 s): the next beat does not pile up behind it.
+    if (this.stopped || nc.isClosed() || this.beating) return;
+    this.beating = true;
+    try {
+      await this.putRecord(nc);
+    } finally {
+      this.beating = false;
+    }
+  }
+
+  private async putRecord(nc: NatsConnection): Promise<void> {
+    const kv = this.kv ?? (await this.open(nc));
+    if (kv === undefined) return;
+    try {
+      await kv.put(this.opts.nodeId, JSON.stringify(this.record()));
+      if (this.putFailures >= PUT_FAILURES_LOGGED) this.opts.logger.info({ node: this.opts.nodeId }, 'heartbeats to NATS resumed');
+      this.putFailures = 0;
+    } catch (err) {
+      if (this.stopped) return;
+      // Once per outage, and not for a lone timeout: a disconnect is logged by the connection itself.
+      if (++this.putFailures === PUT_FAILURES_LOGGED)
+        this.opts.logger.warn(
+          { err: describeError(err), failures: this.putFailures },
+          `cannot put the heartbeat in ${NODES_BUCKET}; the other nodes drop this one after ${DEAD_AFTER_MS / 1000} s without it`,
+        );
+    }
+  }
+
+  private async open(nc: NatsConnection): Promise<KV | undefined> {
+    if (this.opening) return undefined;
+    this.opening = true;
+    try {
+      // The NATS servers the client knows of (itself included when clustered): R3 on one server cannot be created.
+      const known = Math.max(1, nc.info?.connect_urls?.length ?? 1);
+      const replicas = Math.min(this.opts.replicas, known);
+      if (replicas < this.opts.replicas)
+        this.opts.logger.warn(
+          { configured: this.opts.replicas, replicas, servers: known },
+          `cluster.replicas is ${this.opts.replicas} but NATS reports ${known} server(s): ${NODES_BUCKET} gets ${replicas} replica(s)`,
+        );
+      const kv = await nc.jetstream().views.kv(NODES_BUCKET, { history: 1, ttl: DEAD_AFTER_MS, replicas });
+      if (this.stopped) return undefined;
+      this.kv = kv;
+      await this.watch(kv);
+      return kv;
+    } catch (err) {
+      if (!this.stopped)
+        this.opts.logger.warn(
+          { err: describeError(err) },
+          `cannot open the NATS KV bucket ${NODES_BUCKET} (is JetStream enabled?); retrying`,
+        );
+      return undefined;
+    } finally {
+      this.opening = false;
+    }
+  }
+
+  private async watch(kv: KV): Promise<void> {
+    const generation = ++this.watchGeneration;
+    const entries = await kv.watch();
+    void (async () => {
+      try {
+        for await (const e of entries) {
+          if (this.stopped || generation !== this.watchGeneration) break;
+          this.apply(e);
+        }
+      } catch (err) {
+        if (this.stopped) return;
+        this.opts.logger.warn({ err: describeError(err) }, `the watch of ${NODES_BUCKET} ended; watching again`);
+        this.kv = undefined;
+      }
+    })();
+  }
+
+  private apply(e: KvEntry): void {
+    if (e.key === this.opts.nodeId) return;
+    const now = this.clock();
+    if (e.operation !== 'PUT') {
+      this.leave(e.key, 'stopped');
+      return;
+    }
+    // A record that aged past the window before the watch delivered it (a node that died before this one started).
+    if (now - e.created.getTime() > DEAD_AFTER_MS) return;
+    let record: unknown;
+    try {
+      record = e.json();
+    } catch {
+      record = undefined;
+    }
+    if (!isRecord(record) || record.nodeId !== e.key) {
+      this.opts.logger.debug({ key: e.key }, `ignoring a malformed record in ${NODES_BUCKET}`);
+      return;
+    }
+    const known = this.others.get(e.key);
+    // Seen by this node's clock: the nodes' clocks need not agree.
+    this.others.set(e.key, { record, lastSeen: now });
+    if (known === undefined || known.record.startedAt !== record.startedAt)
+      this.opts.logger.info(
+        { node: record.nodeId, listeners: record.listeners, version: record.version, nodes: this.others.size + 1 },
+        `node joined: ${record.nodeId} (${record.listeners.join(', ') || 'no listeners'})`,
+      );
+  }
+
+  private sweepDead(): void {
+    const now = this.clock();
+    for (const [id, n] of this.others) if (now - n.lastSeen > DEAD_AFTER_MS) this.leave(id, 'no heartbeat');
+  }
+
+  private leave(nodeId: string, why: 'stopped' | 'no heartbeat'): void {
+    const known = this.others.get(nodeId);
+    if (known === undefined) return;
+    this.others.delete(nodeId);
+    this.opts.logger[why === 'stopped' ? 'info' : 'warn'](
+      { node: nodeId, reason: why, lastSeen: new Date(known.lastSeen).toISOString(), nodes: this.others.size + 1 },
+      `node left: ${nodeId} (${why === 'stopped' ? 'stopped' : `no heartbeat for ${DEAD_AFTER_MS / 1000} s`})`,
+    );
+  }
+
+  /**
+   * Stops heartbeats and, when `deleteKey` (connected to NATS), deletes this node's key so the
+   * others drop it at once; otherwise the key ages out.
+   */
+  async stop(deleteKey: boolean): Promise<void> {
+    this.stopped = true;
+    if (this.heartbeat !== undefined) clearInterval(this.heartbeat);
+    if (this.sweep !== undefined) clearInterval(this.sweep);
+    const kv = this.kv;
+    if (kv === undefined || !deleteKey) return;
+    await kv
+      .delete(this.opts.nodeId)
+      .catch((err: unknown) =>
+        this.opts.logger.warn(
+          { err: describeError(err) },
+          `cannot delete this node's key from ${NODES_BUCKET}; it ages out in ${DEAD_AFTER_MS / 1000} s`,
+        ),
+      );
+  }
+}
