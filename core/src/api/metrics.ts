@@ -323,6 +323,26 @@ export function brokerRegistry(ctx: ApiContext): { registry: Registry; scrape():
   metric('gauge', 'cluster_up', '1 while connected to NATS in cluster mode, else 0 (always 0 standalone).', [], (put) =>
     put({}, ctx.nodes.connected() ? 1 : 0),
   );
+  metric(
+    'counter',
+    'cluster_forwarded_messages_total',
+    'Messages forwarded to other nodes, one per message per destination node.',
+    [],
+    (put) => put({}, ctx.nodes.traffic().forwarded),
+  );
+  metric('counter', 'cluster_received_messages_total', 'Messages other nodes forwarded to this one.', [], (put) =>
+    put({}, ctx.nodes.traffic().received),
+  );
+  metric(
+    'counter',
+    'cluster_forward_failures_total',
+    'Forwarded messages their destination did not confirm (no reply in time, NATS away, refused or malformed).',
+    [],
+    (put) => put({}, ctx.nodes.traffic().forwardFailures),
+  );
+  metric('gauge', 'cluster_routes', 'Routes of other nodes this node knows of, one per (node, tenant, filter).', [], (put) =>
+    put({}, ctx.nodes.traffic().routes),
+  );
   const gate = ctx.engine.gate;
   metric(
     'counter',

@@ -38,6 +38,11 @@ const DEFER_INFLIGHT_MS = 25;
 /** How often MQTT 3 deliveries are checked for resends (ResendTimeoutSeconds is at least 1 s). */
 const RESEND_SCAN_MS = 1000;
 
+/** Cross-node delivery (cluster mode): queues a message for the other nodes whose routes match; returns how many. */
+export interface RemoteDelivery {
+  forward(tenantId: string, msg: Message, waiter: WriteWaiter | undefined): number;
+}
+
 /** What the broker needs of an open connection: the redirect sweep's view and a way to close it. */
 export interface OpenConnection extends RedirectTarget {
   /** Close from the server's side (v5: DISCONNECT with the reason code first). */
@@ -64,6 +69,8 @@ export class Engine implements SessionRegistryHost {
   readonly redirects: RedirectSweep;
   /** Set when the broker is shutting down: connections closing now are the server's doing. */
   shuttingDown = false;
+  /** Set in cluster mode once it started: every publish is offered to the other nodes after the local match. */
+  remote: RemoteDelivery | undefined = undefined;
   /** Per-address connection rate and flapping bans (security.connectionRate, security.flapping). */
   readonly gate: ConnectionGate;
   /** Operator bans (client ids, users, tenants, addresses), loaded from `storage.bans` at boot; asked at CONNECT. */
@@ -140,9 +147,11 @@ export class Engine implements SessionRegistryHost {
   /**
    * Deliver a message to every matching subscription of the tenant: one delivery per session for
    * overlapping subscriptions at the highest QoS with all subscription ids [MQTT-3.3.4-2],
-   * [MQTT-3.3.4-3]; one member per shared group. Returns how many deliveries were made.
+   * [MQTT-3.3.4-3]; one member per shared group. In cluster mode the message then goes to every
+   * other node with a matching route (each counts as one delivery), unless `fromNode` (it came
+   * from another node: delivered here only). Returns how many deliveries were made.
    */
-  publish(tenantId: string, msg: Message, waiter?: WriteWaiter): number {
+  publish(tenantId: string, msg: Message, waiter?: WriteWaiter, fromNode?: boolean): number {
     const match = this.router.match(tenantId, msg.topic);
     let count = 0;
     const publisher = msg.publisherClientId;
@@ -190,6 +199,7 @@ export class Engine implements SessionRegistryHost {
     }
     if (match.groups.length > maxGroups)
       this.emit('pubDropped', { tenantId, clientId: publisher }, () => ({ topic: msg.topic, qos: msg.qos, reason: 'MaxGroupFanout' }));
+    if (this.remote !== undefined && fromNode !== true) count += this.remote.forward(tenantId, msg, waiter);
     return count;
   }
 

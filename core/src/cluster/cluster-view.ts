@@ -44,14 +44,99 @@ export interface ClusterView {
   connected(): boolean;
   /** Live nodes, this one first, then by node id. */
   nodes(): ClusterNode[];
+  /** Cross-node delivery counters (all 0 standalone). */
+  traffic(): ClusterTraffic;
 }
 
-/** A started cluster mode: its view, and its stop (deletes this node's key, drains the connection). */
+/** A started cluster mode: its view, its forwarding, and its stop (deletes this node's key, drains the connection). */
 export interface RunningCluster extends ClusterView {
+  /** Queues a message published here for every other live node with a matching route; returns how many nodes. */
+  forward(tenantId: string, msg: ForwardMessage, waiter: ForwardWaiter | undefined): number;
   stop(): Promise<void>;
 }
 
 /** A standalone broker as a one-node view: not connected, itself the only node. */
 export function standaloneView(nodeId: string, record: () => NodeRecord, clock: () => number): ClusterView {
-  return { clustered: false, nodeId, connected: () => false, nodes: () => [{ record: record(), lastSeen: clock(), self: true }] };
+  const none: ClusterTraffic = { forwarded: 0, received: 0, forwardFailures: 0, routes: 0 };
+  return {
+    clustered: false,
+    nodeId,
+    connected: () => false,
+    nodes: () => [{ record: record(), lastSeen: clock(), self: true }],
+    traffic: () => none,
+  };
+}
+
+/** Cross-node delivery counters of this node (0 standalone), for the metrics. */
+export interface ClusterTraffic {
+  /** Messages this node forwarded to other nodes (one per message per destination node). */
+  readonly forwarded: number;
+  /** Messages other nodes forwarded to this one. */
+  readonly received: number;
+  /** Forwarded messages whose destination did not confirm them (no reply in time, NATS away, a refused or malformed frame). */
+  readonly forwardFailures: number;
+  /** Routes of other live nodes this node knows of: one per (node, tenant, filter). */
+  readonly routes: number;
+}
+
+/**
+ * A message as forwarded between nodes: what the broker's `Message` has (structurally), without
+ * naming it, so cluster/ needs nothing of the broker.
+ */
+export interface ForwardMessage {
+  readonly topic: string;
+  readonly payload: Buffer;
+  readonly qos: 0 | 1 | 2;
+  readonly retain: boolean;
+  readonly properties:
+    | {
+        readonly payloadFormatIndicator?: boolean;
+        readonly contentType?: string;
+        readonly responseTopic?: string;
+        readonly correlationData?: Buffer;
+        readonly userProperties?: readonly (readonly [string, string])[];
+      }
+    | undefined;
+  /** When it expires (ms since the epoch, this node's clock), 0 = never. */
+  readonly expiresAt: number;
+  readonly publisherClientId: string;
+}
+
+/** What holds a publisher's acknowledgement back (the broker's WriteWaiter, structurally). */
+export interface ForwardWaiter {
+  hold(): void;
+  release(): void;
+  fail(err: unknown): void;
+}
+
+/** A message received from another node: the tenant it was published in, and the message. */
+export interface ReceivedMessage {
+  readonly tenantId: string;
+  readonly topic: string;
+  readonly payload: Buffer;
+  readonly qos: 0 | 1 | 2;
+  readonly retain: boolean;
+  readonly publisherClientId: string;
+  /** Milliseconds left before it expires, undefined when it never does. */
+  readonly expiryMs: number | undefined;
+  readonly payloadFormatIndicator: boolean | undefined;
+  readonly contentType: string | undefined;
+  readonly responseTopic: string | undefined;
+  readonly correlationData: Buffer | undefined;
+  readonly userProperties: [string, string][] | undefined;
+}
+
+/** Topic filters to values, matched against topic names (the broker's TopicTrie, structurally). */
+export interface FilterIndex<V> {
+  add(filter: string, value: V): void;
+  remove(filter: string, value: V): boolean;
+  match(topic: string, visit: (value: V) => void): void;
+}
+
+/** This node's (tenant, filter) pairs with local non-shared subscribers, and their changes (the cluster router). */
+export interface LocalRoutes {
+  /** Every pair now. */
+  current(): Iterable<readonly [tenantId: string, filter: string]>;
+  /** Called for every first subscriber of a pair (`added`) and every last one gone. */
+  listen(onChange: (tenantId: string, filter: string, added: boolean) => void): void;
 }

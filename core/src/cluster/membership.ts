@@ -29,6 +29,11 @@ export interface MembershipOptions {
   readonly clock?: () => number;
 }
 
+/** The NATS servers the client knows of (itself included when clustered): R3 on one server cannot be created. */
+export function knownServers(nc: NatsConnection): number {
+  return Math.max(1, nc.info?.connect_urls?.length ?? 1);
+}
+
 function isRecord(v: unknown): v is NodeRecord {
   const r = v as Partial<NodeRecord> | null;
   return (
@@ -72,6 +77,11 @@ export class Membership {
     this.heartbeat ??= setInterval(() => void this.beat(nc), HEARTBEAT_MS);
     this.sweep ??= setInterval(() => this.sweepDead(), SWEEP_MS);
     void this.beat(nc);
+  }
+
+  /** Whether another node is in the live list now. */
+  isAlive(nodeId: string): boolean {
+    return this.others.has(nodeId);
   }
 
   /** This node's record as it would put it now. */
@@ -122,8 +132,7 @@ export class Membership {
     if (this.opening) return undefined;
     this.opening = true;
     try {
-      // The NATS servers the client knows of (itself included when clustered): R3 on one server cannot be created.
-      const known = Math.max(1, nc.info?.connect_urls?.length ?? 1);
+      const known = knownServers(nc);
       const replicas = Math.min(this.opts.replicas, known);
       if (replicas < this.opts.replicas)
         this.opts.logger.warn(

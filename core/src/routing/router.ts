@@ -1,8 +1,10 @@
 /**
  * The routing seam: every subscription change and every match of a published topic goes through
  * {@link Router}. Handlers, the session registry and the engine see only this interface; the
- * in-process implementation is `LocalRouter` (`local-router.ts`). A cluster implementation adds remote
- * destinations behind the same members (docs/architecture.md § Routing seam).
+ * in-process implementation is `LocalRouter` (`local-router.ts`). In cluster mode `ClusterRouter`
+ * (`cluster-router.ts`) wraps it behind the same members and announces the node's routes; the
+ * other nodes' routes are matched by the cluster's forwarding after the local match
+ * (docs/architecture.md § Routing seam, docs/cluster.md § Routes).
  */
 import type { MatchSet } from './match-set';
 import type { DistSubscription } from './shared-group';

@@ -14,16 +14,21 @@ import { MqttServer } from '../protocol/mqtt-server';
 import type { ListenerAddress } from '../transport/listener-address';
 import { Engine } from '../broker/engine';
 import { LocalRouter } from '../routing/local-router';
+import { ClusterRouter } from '../routing/cluster-router';
+import { TopicTrie } from '../routing/topic-trie';
+import { PROTOCOL_TOPIC_LIMITS, validateTopicName } from '../routing/topic';
+import { CountedWaiter } from '../session/counted-waiter';
+import { Message } from '../session/message';
 import { RetainService } from '../retain/retain-service';
 import type { Session } from '../session/session';
 import { SessionPersistence } from '../session/session-persistence';
 import { serveAsWorker, type WorkerRouter } from '../workers/handover';
-import { DATA_DIR_MODE, isLoopbackHost, secureDataDir } from '../security/secure-defaults';
+import { DATA_DIR_MODE, isLoopbackHost, isReservedTopic, secureDataDir } from '../security/secure-defaults';
 import { describeError } from '../base/errors';
 import type { Clock } from '../base/clock';
 import type { ApiContext, BrokerState } from '../api/api-context';
 import { startApi, type RunningApi } from '../api/api-server';
-import { standaloneView, type NodeLoad, type RunningCluster } from '../cluster/cluster-view';
+import { standaloneView, type NodeLoad, type ReceivedMessage, type RunningCluster } from '../cluster/cluster-view';
 import { CORE_VERSION } from '../plugin-host/core-version';
 
 export type { ListenerAddress } from '../transport/listener-address';
@@ -75,8 +80,9 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
   container.register(RUNTIME_TOKENS.TenantUsage, { useValue: usage });
   container.register(RUNTIME_TOKENS.TimerWheel, { useValue: wheel });
   container.register(RUNTIME_TOKENS.Clock, { useValue: clock });
-  // The routing seam: in-process routing (the cluster mode registers its own router here).
-  container.register(RUNTIME_TOKENS.Router, { useValue: new LocalRouter<Session>() });
+  // The routing seam: in-process routing; in cluster mode it also counts the routes announced to the other nodes.
+  const clusterRouter = config.cluster !== undefined ? new ClusterRouter<Session>(new LocalRouter<Session>()) : undefined;
+  container.register(RUNTIME_TOKENS.Router, { useValue: clusterRouter ?? new LocalRouter<Session>() });
 
   // Created private, before a plugin creates it with the process's umask (made private below otherwise).
   await fs.mkdir(config.dataDir, { recursive: true, mode: DATA_DIR_MODE }).catch(() => undefined);
@@ -138,7 +144,10 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     // After storage and listeners: the heartbeat names the listeners as bound.
     const listenerAddresses = bound.map((l) => `${l.host}:${l.port}`);
     const load = (): NodeLoad => nodeLoad(usage, rates);
-    if (config.cluster !== undefined) cluster = startClusterMode(config, logger, bound, startedAt, load);
+    if (clusterRouter !== undefined) {
+      cluster = startClusterMode(config, logger, bound, startedAt, load, clusterRouter, engine, clock);
+      engine.remote = cluster;
+    }
     // Standalone, the nodes endpoint and the cluster metrics see this broker alone.
     const nodes =
       cluster ??
@@ -197,6 +206,7 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
         await server.close();
         await api?.close();
         // The others drop this node at once (its key deleted), then the NATS connection drains.
+        engine.remote = undefined;
         await cluster?.stop();
         // Deletes of ended bans met at CONNECT reach storage before it closes.
         await engine.bans.settled();
@@ -220,6 +230,9 @@ function startClusterMode(
   bound: readonly ListenerAddress[],
   startedAt: number,
   load: () => NodeLoad,
+  router: ClusterRouter<Session>,
+  engine: Engine,
+  clock: Clock,
 ): RunningCluster {
   const clusterConfig = config.cluster!;
   const nodeId = clusterConfig.nodeId ?? `${config.nodeId}-${bound[0]?.port ?? 0}`;
@@ -233,7 +246,67 @@ function startClusterMode(
     listeners: bound.map((l) => `${l.host}:${l.port}`),
     load,
     logger,
+    localRoutes: router,
+    newIndex: () => new TopicTrie<string>(),
+    deliver: (messages, done) => deliverFromNode(engine, messages, done),
+    clock,
   });
+}
+
+/** Settles once every storage write of a forwarded batch is done: the sending node's reply. */
+class BatchWaiter extends CountedWaiter {
+  constructor(private readonly done: (failed: boolean) => void) {
+    super();
+  }
+
+  protected settled(failed: boolean): void {
+    this.done(failed);
+  }
+}
+
+/**
+ * Messages another node forwarded: matched and delivered here like a local publish, but never
+ * forwarded again nor retained (each node's retained store is its own in this part). The batch's
+ * QoS 1/2 messages hold one waiter, as a PUBACK would, so the reply waits for this node's storage.
+ */
+function deliverFromNode(engine: Engine, messages: readonly ReceivedMessage[], done: (failed: boolean) => void): void {
+  const waiter = new BatchWaiter(done);
+  const now = engine.now();
+  for (const r of messages) {
+    // The sending node checked it; a frame is still not trusted with what the router relies on ($SYS is per node).
+    if (!validateTopicName(r.topic, PROTOCOL_TOPIC_LIMITS).ok || isReservedTopic(r.topic)) {
+      engine.logger.warn({ tenantId: r.tenantId, topic: r.topic }, 'dropped a forwarded message with an invalid topic');
+      continue;
+    }
+    const msg = new Message(
+      r.topic,
+      r.payload,
+      r.qos,
+      r.retain,
+      {
+        payloadFormatIndicator: r.payloadFormatIndicator,
+        // The interval left [MQTT-3.3.2-6]; the deliveries recompute it from expiresAt.
+        messageExpiryInterval: r.expiryMs === undefined ? undefined : Math.ceil(r.expiryMs / 1000),
+        contentType: r.contentType,
+        responseTopic: r.responseTopic,
+        correlationData: r.correlationData,
+        userProperties: r.userProperties,
+      },
+      now,
+      r.expiryMs === undefined ? 0 : now + r.expiryMs,
+      r.publisherClientId,
+    );
+    try {
+      engine.publish(r.tenantId, msg, r.qos === 0 ? undefined : waiter, true);
+    } catch (err) {
+      engine.logger.error({ tenantId: r.tenantId, topic: r.topic, err: describeError(err) }, 'forwarded message not distributed');
+      if (r.qos !== 0) {
+        waiter.hold();
+        waiter.fail(err);
+      }
+    }
+  }
+  waiter.release();
 }
 
 const CONNECTIONS = resourceIndex('TotalConnections');

@@ -1,0 +1,181 @@
+import type { Msg, NatsConnection, Subscription } from 'nats';
+import type { Logger } from '../base/logger';
+import { describeError } from '../base/errors';
+import type { ForwardMessage, ForwardWaiter, ReceivedMessage } from './cluster-view';
+import { decodeFrame, encodeMessage, frame, FrameError } from './forward-frame';
+import type { RouteTable } from './routes';
+
+/** Forwarded messages of one destination wait at most this long for more before they are sent. */
+const FLUSH_AFTER_MS = 1;
+/** A batch is sent at once when it reaches this many bytes. */
+const FLUSH_AT_BYTES = 64 * 1024;
+/** A QoS 1/2 batch whose destination does not reply in this time is failed (the publishers get no success). */
+export const FORWARD_TIMEOUT_MS = 5000;
+/** Reply bodies: the destination distributed the batch and stored what it must, or it did not. */
+const REPLY_OK = Uint8Array.of(0);
+const REPLY_FAILED = Uint8Array.of(1);
+
+/** The subject a node receives forwarded messages on. */
+export function forwardSubject(nodeId: string): string {
+  return `bifro.fwd.${nodeId}`;
+}
+
+interface Batch {
+  parts: Buffer[];
+  bytes: number;
+  /** Some message is QoS 1/2: sent as a request. */
+  confirmed: boolean;
+  /** One hold per QoS 1/2 message with a waiter. */
+  waiters: ForwardWaiter[];
+}
+
+/** Hands received messages to the broker; `done` once it distributed them and what storage must keep is written. */
+export type DeliverReceived = (messages: readonly ReceivedMessage[], done: (failed: boolean) => void) => void;
+
+export interface ForwarderOptions {
+  readonly nodeId: string;
+  readonly routes: RouteTable;
+  /** Whether a node is alive in membership. */
+  alive(nodeId: string): boolean;
+  readonly deliver: DeliverReceived;
+  readonly logger: Logger;
+  readonly clock: () => number;
+}
+
+/**
+ * Cross-node delivery: a published message goes to every live node with a matching route, in a
+ * per-destination batch sent after 1 ms or at 64 KB (one NATS publish per destination per flush),
+ * and what other nodes forward here is delivered locally (docs/cluster.md § Forwarding).
+ */
+export class Forwarder {
+  forwarded = 0;
+  received = 0;
+  failures = 0;
+  private nc: NatsConnection | undefined;
+  private sub: Subscription | undefined;
+  private readonly batches = new Map<string, Batch>();
+  private flushTimer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(private readonly opts: ForwarderOptions) {}
+
+  /** Starts receiving on this node's subject (the client subscribes again by itself after a reconnect). */
+  attach(nc: NatsConnection): void {
+    this.nc = nc;
+    this.sub = nc.subscribe(forwardSubject(this.opts.nodeId), { callback: (err, m) => (err === null ? this.receive(m) : undefined) });
+  }
+
+  /**
+   * Queues `msg` for every other live node whose routes match it; returns how many nodes. QoS 1/2
+   * hold `waiter` until each destination confirmed its batch.
+   */
+  forward(tenantId: string, msg: ForwardMessage, waiter: ForwardWaiter | undefined): number {
+    const routes = this.opts.routes;
+    if (this.nc === undefined || !routes.has(tenantId)) return 0;
+    let encoded: Buffer | undefined;
+    let count = 0;
+    routes.nodesFor(tenantId, msg.topic, (node) => {
+      if (!this.opts.alive(node)) return;
+      encoded ??= encodeMessage(tenantId, msg, this.opts.clock());
+      this.append(node, encoded, msg.qos > 0, waiter);
+      count++;
+    });
+    return count;
+  }
+
+  private append(node: string, encoded: Buffer, confirmed: boolean, waiter: ForwardWaiter | undefined): void {
+    let b = this.batches.get(node);
+    // A large message goes in a batch of its own: the others do not share its fate with NATS's max_payload.
+    if (b !== undefined && b.bytes + encoded.length > FLUSH_AT_BYTES) {
+      this.flush(node, b);
+      b = undefined;
+    }
+    if (b === undefined) this.batches.set(node, (b = { parts: [], bytes: 0, confirmed: false, waiters: [] }));
+    b.parts.push(encoded);
+    b.bytes += encoded.length;
+    if (confirmed) {
+      b.confirmed = true;
+      if (waiter !== undefined) {
+        waiter.hold();
+        b.waiters.push(waiter);
+      }
+    }
+    if (b.bytes >= FLUSH_AT_BYTES) this.flush(node, b);
+    else this.flushTimer ??= setTimeout(() => this.flushAll(), FLUSH_AFTER_MS);
+  }
+
+  private flushAll(): void {
+    this.flushTimer = undefined;
+    for (const [node, b] of this.batches) this.flush(node, b);
+  }
+
+  private flush(node: string, b: Batch): void {
+    this.batches.delete(node);
+    const count = b.parts.length;
+    this.forwarded += count;
+    const nc = this.nc;
+    try {
+      if (nc === undefined || nc.isClosed()) throw new Error('the NATS connection is closed');
+      const data = frame(count, b.parts, b.bytes);
+      if (!b.confirmed) {
+        // QoS 0: at most once, as MQTT allows; nothing waits.
+        nc.publish(forwardSubject(node), data);
+        return;
+      }
+      nc.request(forwardSubject(node), data, { timeout: FORWARD_TIMEOUT_MS }).then(
+        (reply) => {
+          if (reply.data.length === 1 && reply.data[0] === REPLY_OK[0]) for (const w of b.waiters) w.release();
+          else this.failed(node, b, count, new Error(`node ${node} could not deliver or store the batch`));
+        },
+        (err: unknown) => this.failed(node, b, count, err),
+      );
+    } catch (err) {
+      this.failed(node, b, count, err);
+    }
+  }
+
+  private failed(node: string, b: Batch, count: number, err: unknown): void {
+    this.failures += count;
+    this.opts.logger.warn(
+      { node, messages: count, confirmed: b.confirmed, err: describeError(err) },
+      `forwarding ${count} message(s) to node ${node} failed${b.waiters.length > 0 ? '; their publishers get no success' : ''}`,
+    );
+    for (const w of b.waiters) w.fail(err);
+  }
+
+  private receive(m: Msg): void {
+    if (this.stopped) return;
+    let messages: ReceivedMessage[];
+    try {
+      messages = decodeFrame(m.data);
+    } catch (err) {
+      // A hostile or corrupt frame is dropped whole; the sender (if it waits) is told at once.
+      this.opts.logger.warn(
+        { bytes: m.data.length, err: err instanceof FrameError ? err.message : describeError(err) },
+        'dropped a malformed forwarded frame',
+      );
+      this.reply(m, REPLY_FAILED);
+      return;
+    }
+    this.received += messages.length;
+    this.opts.deliver(messages, (failed) => this.reply(m, failed ? REPLY_FAILED : REPLY_OK));
+  }
+
+  /** Answers a request (a QoS 0 batch has no reply subject); the connection may be gone by now. */
+  private reply(m: Msg, body: Uint8Array): void {
+    if (m.reply === undefined || m.reply === '') return;
+    try {
+      m.respond(body);
+    } catch (err) {
+      this.opts.logger.debug({ err: describeError(err) }, 'cannot answer a forwarded batch; the sender times out');
+    }
+  }
+
+  /** Sends what is batched, then stops receiving. */
+  stop(): void {
+    if (this.flushTimer !== undefined) clearTimeout(this.flushTimer);
+    this.flushAll();
+    this.stopped = true;
+    this.sub?.unsubscribe();
+  }
+}

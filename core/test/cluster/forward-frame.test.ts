@@ -1,0 +1,130 @@
+import { decodeFrame, encodeMessage, frame, FrameError } from '../../src/cluster/forward-frame';
+import type { ForwardMessage } from '../../src/cluster/cluster-view';
+
+const NOW = 1_700_000_000_000;
+
+function message(over: Partial<ForwardMessage> = {}): ForwardMessage {
+  return {
+    topic: 'a/b',
+    payload: Buffer.from('hello'),
+    qos: 1,
+    retain: false,
+    properties: undefined,
+    expiresAt: 0,
+    publisherClientId: 'pub-1',
+    ...over,
+  };
+}
+
+function oneFrame(tenant: string, msg: ForwardMessage): Buffer {
+  const m = encodeMessage(tenant, msg, NOW);
+  return frame(1, [m], m.length);
+}
+
+describe('forwarded frame codec', () => {
+  it('round-trips messages with every property, in order', () => {
+    const full = message({
+      topic: 'sensors/ü/temp',
+      payload: Buffer.from([0, 1, 2, 255]),
+      qos: 2,
+      retain: true,
+      expiresAt: NOW + 12_345,
+      publisherClientId: 'client-ß',
+      properties: {
+        payloadFormatIndicator: false,
+        contentType: 'application/json',
+        responseTopic: 'reply/here',
+        correlationData: Buffer.from([9, 8, 7]),
+        userProperties: [
+          ['k', 'v1'],
+          ['k', 'v2'],
+          ['', ''],
+        ],
+      },
+    });
+    const bare = message({ qos: 0, payload: Buffer.alloc(0), publisherClientId: '' });
+    const parts = [encodeMessage('tenant-a', full, NOW), encodeMessage('', bare, NOW)];
+    const decoded = decodeFrame(frame(2, parts, parts[0]!.length + parts[1]!.length));
+    expect(decoded).toEqual([
+      {
+        tenantId: 'tenant-a',
+        topic: 'sensors/ü/temp',
+        payload: Buffer.from([0, 1, 2, 255]),
+        qos: 2,
+        retain: true,
+        publisherClientId: 'client-ß',
+        expiryMs: 12_345,
+        payloadFormatIndicator: false,
+        contentType: 'application/json',
+        responseTopic: 'reply/here',
+        correlationData: Buffer.from([9, 8, 7]),
+        userProperties: [
+          ['k', 'v1'],
+          ['k', 'v2'],
+          ['', ''],
+        ],
+      },
+      {
+        tenantId: '',
+        topic: 'a/b',
+        payload: Buffer.alloc(0),
+        qos: 0,
+        retain: false,
+        publisherClientId: '',
+        expiryMs: undefined,
+        payloadFormatIndicator: undefined,
+        contentType: undefined,
+        responseTopic: undefined,
+        correlationData: undefined,
+        userProperties: undefined,
+      },
+    ]);
+  });
+
+  it('carries the expiry as the time left, never negative', () => {
+    expect(decodeFrame(oneFrame('t', message({ expiresAt: NOW - 5000 })))[0]!.expiryMs).toBe(0);
+    expect(decodeFrame(oneFrame('t', message({ properties: { payloadFormatIndicator: true } })))[0]!.payloadFormatIndicator).toBe(true);
+  });
+
+  it('refuses every truncation of a valid frame', () => {
+    const whole = oneFrame('t1', message({ properties: { contentType: 'x', userProperties: [['a', 'b']] } }));
+    for (let n = 0; n < whole.length; n++) expect(() => decodeFrame(whole.subarray(0, n))).toThrow(FrameError);
+  });
+
+  it('refuses malformed frames: version, count, QoS 3, unknown flags, trailing bytes, bad UTF-8, lengths past the end', () => {
+    const whole = oneFrame('t1', message());
+    const patched = (at: number, byte: number): Buffer => {
+      const b = Buffer.from(whole);
+      b[at] = byte;
+      return b;
+    };
+    expect(() => decodeFrame(patched(0, 2))).toThrow(/version/);
+    expect(() => decodeFrame(patched(4, 200))).toThrow(/count/);
+    expect(() => decodeFrame(patched(5, 3))).toThrow(/QoS 3/);
+    expect(() => decodeFrame(patched(6, 4))).toThrow(/flags/);
+    expect(() => decodeFrame(Buffer.concat([whole, Buffer.of(0)]))).toThrow(/after the last/);
+    // The tenant string is at byte 7 (u16 length) and 9: an invalid UTF-8 byte in it.
+    expect(() => decodeFrame(patched(9, 0xff))).toThrow(/UTF-8/);
+    // A string length far past the end.
+    expect(() => decodeFrame(patched(7, 0xff))).toThrow(/truncated/);
+    const huge = Buffer.from(whole);
+    huge.writeUInt32BE(0xffffffff, huge.length - 9);
+    expect(() => decodeFrame(huge)).toThrow(FrameError);
+    expect(() => decodeFrame(Buffer.alloc(0))).toThrow(FrameError);
+  });
+
+  it('survives random garbage: every input decodes or throws FrameError', () => {
+    let seed = 42;
+    const rand = (): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    const base = oneFrame('tenant', message({ properties: { responseTopic: 'r', correlationData: Buffer.of(1) } }));
+    for (let i = 0; i < 2000; i++) {
+      const b = Buffer.from(base);
+      for (let k = 0; k < 3; k++) b[Math.floor(rand() * b.length)] = Math.floor(rand() * 256);
+      try {
+        decodeFrame(b);
+      } catch (err) {
+        expect(err).toBeInstanceOf(FrameError);
+      }
+    }
+  });
+});
