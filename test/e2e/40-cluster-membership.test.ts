@@ -6,7 +6,8 @@ import { tokenHash } from '../../core/src/api/api-auth';
 import { startApiBroker, API_TOKENS } from '../support/api-broker';
 import { startBrokerProcess, type BrokerProcess } from '../support/broker-process';
 import { connectAsync, publish, subscribe, waitForMessages } from '../support/mqtt-helpers';
-import { freePort, startNatsCluster, startNatsServer, type NatsCluster } from '../support/nats-server';
+import { startNatsCluster, startNatsServer, type NatsCluster } from '../support/nats-server';
+import { freePort } from '../support/server-processes';
 
 /**
  * Cluster membership over real nats-server processes (docs/cluster.md): broker processes see each

@@ -1,8 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort, killOnExit, sleep } from './server-processes';
 
 /**
  * Real nats-server processes for tests (the distribution's package: /usr/sbin/nats-server, or
@@ -47,35 +47,6 @@ export function natsServerBinary(): string {
   );
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Servers still running when the test process exits are killed (a crashed test must not leave them behind). */
-const live = new Set<ChildProcess>();
-let exitHook = false;
-function track(child: ChildProcess): void {
-  live.add(child);
-  child.once('exit', () => live.delete(child));
-  if (!exitHook) {
-    exitHook = true;
-    process.once('exit', () => {
-      for (const c of live) c.kill('SIGKILL');
-    });
-  }
-}
-
 async function healthy(monitorPort: number): Promise<boolean> {
   try {
     const res = await fetch(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`, { signal: AbortSignal.timeout(1000) });
@@ -103,7 +74,7 @@ function launch(name: string, storeDir: string, ports: Ports, cluster?: { readon
       cluster.routes.map((p) => `nats://127.0.0.1:${p}`).join(','),
     );
   const child = spawn(natsServerBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  track(child);
+  killOnExit(child);
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));

@@ -1,11 +1,11 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
+import { freePort, killOnExit, sleep } from './server-processes';
 
 /**
  * A real PostgreSQL server for tests, from the distribution's package (Debian:
@@ -80,35 +80,6 @@ function serverIdentity(): { uid: number; gid: number } | undefined {
     return { uid, gid };
   } catch {
     throw new Error('running as root, but there is no `postgres` user to run initdb and postgres as (the postgresql package creates it)');
-  }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Processes still running when the test process exits are killed (a crashed test must not leave servers behind). */
-const live = new Set<ChildProcess>();
-let exitHook = false;
-function track(child: ChildProcess): void {
-  live.add(child);
-  child.once('exit', () => live.delete(child));
-  if (!exitHook) {
-    exitHook = true;
-    process.once('exit', () => {
-      for (const c of live) c.kill('SIGKILL');
-    });
   }
 }
 
@@ -199,7 +170,7 @@ export async function startPostgres(): Promise<PostgresServer> {
       ],
       { ...identity, env, cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] },
     );
-    track(proc);
+    killOnExit(proc);
     child = proc;
     let exited = false;
     proc.once('exit', () => (exited = true));
