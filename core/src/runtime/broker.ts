@@ -19,6 +19,7 @@ import { TopicTrie } from '../routing/topic-trie';
 import { PROTOCOL_TOPIC_LIMITS, validateTopicName } from '../routing/topic';
 import { CountedWaiter } from '../session/counted-waiter';
 import { Message } from '../session/message';
+import type { PublishProperties } from '../codec/publish-codec';
 import { RetainService } from '../retain/retain-service';
 import type { Session } from '../session/session';
 import { SessionPersistence } from '../session/session-persistence';
@@ -283,15 +284,7 @@ function deliverFromNode(engine: Engine, messages: readonly ReceivedMessage[], d
       r.payload,
       r.qos,
       r.retain,
-      {
-        payloadFormatIndicator: r.payloadFormatIndicator,
-        // The interval left [MQTT-3.3.2-6]; the deliveries recompute it from expiresAt.
-        messageExpiryInterval: r.expiryMs === undefined ? undefined : Math.ceil(r.expiryMs / 1000),
-        contentType: r.contentType,
-        responseTopic: r.responseTopic,
-        correlationData: r.correlationData,
-        userProperties: r.userProperties,
-      },
+      receivedProperties(r),
       now,
       r.expiryMs === undefined ? 0 : now + r.expiryMs,
       r.publisherClientId,
@@ -307,6 +300,31 @@ function deliverFromNode(engine: Engine, messages: readonly ReceivedMessage[], d
     }
   }
   waiter.release();
+}
+
+/**
+ * The v5 properties a forwarded message carries, or undefined when it has none: like a local
+ * PUBLISH without properties, its encoding per variant is then shared by every subscriber.
+ */
+function receivedProperties(r: ReceivedMessage): PublishProperties | undefined {
+  if (
+    r.payloadFormatIndicator === undefined &&
+    r.expiryMs === undefined &&
+    r.contentType === undefined &&
+    r.responseTopic === undefined &&
+    r.correlationData === undefined &&
+    r.userProperties === undefined
+  )
+    return undefined;
+  return {
+    payloadFormatIndicator: r.payloadFormatIndicator,
+    // The interval left [MQTT-3.3.2-6]; the deliveries recompute it from expiresAt.
+    messageExpiryInterval: r.expiryMs === undefined ? undefined : Math.ceil(r.expiryMs / 1000),
+    contentType: r.contentType,
+    responseTopic: r.responseTopic,
+    correlationData: r.correlationData,
+    userProperties: r.userProperties,
+  };
 }
 
 const CONNECTIONS = resourceIndex('TotalConnections');
