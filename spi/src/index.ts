@@ -19,3 +19,4 @@ export * from './errors';
 export * from './plugin';
 export * from './paging';
 export { FileWatcher, serialized, type FileWatcherOptions } from './file-watcher';
+export * from './record-codec';

@@ -138,6 +138,13 @@ export interface InflightRecord {
   readonly phase: 'publish' | 'pubrel';
   /** The message (phase `publish` only). */
   readonly message?: InboxMessage;
+  /**
+   * The seq of the inbox entry it was read from (SPI 1.4.0; absent for a message sent without
+   * queueing). With a backend that writes the inflight record and the inbox commit apart (over a
+   * network), a crash between the two leaves the entry in the inbox: the broker skips entries up
+   * to the highest of these, so a QoS 2 message is not delivered twice.
+   */
+  readonly inboxSeq?: number;
 }
 
 /** QoS 1/2 state that must survive a restart for DUP redelivery and exactly-once. */
@@ -222,6 +229,12 @@ export interface BanStore {
 export interface Storage extends Lifecycle {
   /** true when a resolved write survives a process crash. */
   readonly durable: boolean;
+  /**
+   * true when the brokers of a cluster all open the same data at once (SPI 1.4.0): a persistent
+   * session can then move between nodes, and a node restores only the sessions it owns. Absent:
+   * each broker's own storage.
+   */
+  readonly shared?: boolean;
   readonly sessions: SessionStore;
   readonly inbox: InboxStore;
   readonly inflight: InflightStore;

@@ -217,9 +217,10 @@ describe('cluster membership on three NATS servers (replicas 3)', () => {
 });
 
 describe('cluster mode without NATS', () => {
-  it('starts, serves MQTT and keeps retrying while NATS is unreachable', async () => {
+  it('with its own storage, starts, serves MQTT and keeps retrying while NATS is unreachable', async () => {
     const nowhere = `nats://127.0.0.1:${await freePort()}`;
-    const n = await startNode(clusterYaml([nowhere], '  nodeId: lonely\n  replicas: 1'));
+    const ownStorage = 'plugins:\n  storage: "@bifro/plugin-storage-level"';
+    const n = await startNode(`${clusterYaml([nowhere], '  nodeId: lonely\n  replicas: 1')}\n${ownStorage}`);
     try {
       const { client: sub } = await connectAsync(n.proc.port, { clientId: 'sub' });
       const { client: pub } = await connectAsync(n.proc.port, { clientId: 'pub' });
@@ -240,6 +241,16 @@ describe('cluster mode without NATS', () => {
       expect(await n.proc.stop()).toBe(0);
     }
   }, 20_000);
+});
+
+describe('cluster mode with its default storage and no NATS', () => {
+  it('refuses to start, naming the storage and the servers it could not reach', async () => {
+    const nowhere = `nats://127.0.0.1:${await freePort()}`;
+    // The storage the nodes share is on NATS: without it there is nowhere to keep a session.
+    await expect(startBrokerProcess(writeConfig(clusterYaml([nowhere], '  nodeId: cut-off\n  replicas: 1')))).rejects.toThrow(
+      /BIFRO_STORAGE_NATS_UNREACHABLE[\s\S]*127\.0\.0\.1/,
+    );
+  }, 30_000);
 });
 
 describe('cluster configuration', () => {

@@ -1,11 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { IPublishPacket, MqttClient } from 'mqtt';
 import { connect as natsConnect } from 'nats';
-import { tokenHash } from '../../core/src/api/api-auth';
-import { API_TOKENS } from '../support/api-broker';
-import { startBrokerProcess, type BrokerProcess } from '../support/broker-process';
+import { type ClusterNode, nodeIds, nodeMetric as metric, startClusterNode, waitForMetric } from '../support/cluster-node';
 import {
   collect,
   connectAsync,
@@ -26,10 +24,7 @@ import { startNatsServer, type NatsCluster } from '../support/nats-server';
  * publisher's PUBACK (v5 0x80, v3 disconnected) instead of acknowledging it.
  */
 
-interface BrokerNode {
-  readonly proc: BrokerProcess;
-  readonly apiUrl: string;
-}
+type BrokerNode = ClusterNode;
 
 let root: string;
 let nats: NatsCluster;
@@ -37,56 +32,11 @@ let a: BrokerNode;
 let b: BrokerNode;
 const clients: MqttClient[] = [];
 
-async function startNode(nodeId: string): Promise<BrokerNode> {
-  const dir = path.join(root, nodeId);
-  const file = `${dir}.yml`;
-  writeFileSync(
-    file,
-    [
-      `dataDir: ${JSON.stringify(dir)}`,
-      'sysInterval: 0',
-      'api:',
-      '  host: 127.0.0.1',
-      '  port: 0',
-      `  tokens: [{ name: admin, hash: "${tokenHash(API_TOKENS.admin)}" }]`,
-      'cluster:',
-      `  servers: [${nats.urls.map((s) => JSON.stringify(s)).join(', ')}]`,
-      `  nodeId: ${nodeId}`,
-      '  replicas: 1',
-      '',
-    ].join('\n'),
-  );
-  const proc = await startBrokerProcess(file);
-  const line = proc
-    .output()
-    .split('\n')
-    .find((l) => l.includes('"admin API listening'));
-  const apiUrl = line === undefined ? undefined : (JSON.parse(line) as { api?: string }).api;
-  if (apiUrl === undefined) throw new Error(`no admin API address in the output:\n${proc.output()}`);
-  return { proc, apiUrl };
-}
+/** Each node's own storage (level): these cases are about routes, a restarted node keeps its sessions. */
+const OWN_STORAGE = 'plugins:\n  storage: "@bifro/plugin-storage-level"';
 
-async function metric(node: BrokerNode, name: string): Promise<number> {
-  const res = await fetch(`${node.apiUrl}/metrics`, { headers: { authorization: `Bearer ${API_TOKENS.admin}` } });
-  const m = new RegExp(`^bifro_${name} (\\S+)$`, 'm').exec(await res.text());
-  if (m === null) throw new Error(`no metric bifro_${name}`);
-  return Number(m[1]);
-}
-
-/** Polls a metric of `node` until `ok` holds (routes travel through the KV bucket's watch). */
-async function waitForMetric(node: BrokerNode, name: string, ok: (v: number) => boolean, timeoutMs = 8000): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await metric(node, name);
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`bifro_${name} is ${v} after ${timeoutMs} ms`);
-    await sleep(100);
-  }
-}
-
-async function nodeIds(node: BrokerNode): Promise<string[]> {
-  const res = await fetch(`${node.apiUrl}/api/v1/nodes`, { headers: { authorization: `Bearer ${API_TOKENS.admin}` } });
-  return ((await res.json()) as { nodes: { id: string }[] }).nodes.map((n) => n.id);
+function startNode(nodeId: string): Promise<BrokerNode> {
+  return startClusterNode(root, nats, nodeId, { extraYaml: OWN_STORAGE });
 }
 
 async function client(node: BrokerNode, clientId: string, opts: { username?: string; protocolVersion?: 4 | 5 } = {}): Promise<MqttClient> {
@@ -182,15 +132,14 @@ describe('cross-node delivery (2 nodes, 1 NATS server)', () => {
     expect(await metric(b, 'cluster_received_messages_total')).toBeGreaterThanOrEqual(12);
   }, 20_000);
 
-  it('carries the publisher id for No Local, and stops forwarding after the unsubscribe on B', async () => {
-    // Sessions are per node for now: the same client id on B stands for the publisher on A.
-    const sameId = await client(b, 'nl-x');
+  it("keeps No Local for the publisher's own subscription, and stops forwarding after the unsubscribe on B", async () => {
+    // One session per client id in the cluster: the publisher's own No Local subscription is on its node.
     const other = await client(b, 'nl-other');
-    const gotSame = collect(sameId);
     const gotOther = collect(other);
-    await subscribeOnB(sameId, 'nl/t', { qos: 1, nl: true });
-    await subscribe(other, 'nl/t', { qos: 1 });
+    await subscribeOnB(other, 'nl/t', { qos: 1 });
     const pub = await client(a, 'nl-x');
+    const gotSame = collect(pub);
+    await subscribe(pub, 'nl/t', { qos: 1, nl: true });
     await publish(pub, 'nl/t', 'one', { qos: 1 });
     await gotOther.waitFor(1);
     await sleep(300);
@@ -198,7 +147,6 @@ describe('cross-node delivery (2 nodes, 1 NATS server)', () => {
     expect(gotSame.payloads()).toEqual([]);
 
     const routes = await metric(a, 'cluster_routes');
-    await unsubscribe(sameId, 'nl/t');
     await unsubscribe(other, 'nl/t');
     await waitForMetric(a, 'cluster_routes', (v) => v === routes - 1);
     const forwarded = await metric(a, 'cluster_forwarded_messages_total');

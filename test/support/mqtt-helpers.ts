@@ -7,7 +7,7 @@ import mqtt, {
   type ISubscriptionMap,
   type MqttClient,
 } from 'mqtt';
-import type { IConnackPacket, IConnectPacket, IPublishPacket, Packet } from 'mqtt-packet';
+import type { IConnackPacket, IConnectPacket, IDisconnectPacket, IPublishPacket, Packet } from 'mqtt-packet';
 import { RawClient } from './raw-client';
 
 /**
@@ -439,4 +439,36 @@ export function withClients(port: () => number): ClientRegistry {
   const registry = new ClientRegistry(port);
   afterEach(() => registry.cleanup());
   return registry;
+}
+
+/** The DISCONNECT the broker sends (undefined: the connection closed without one). */
+export function disconnectOf(m: MqttClient, timeoutMs = 10_000): Promise<IDisconnectPacket | undefined> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('the client was not disconnected')), timeoutMs);
+    m.once('disconnect', (p: IDisconnectPacket) => {
+      clearTimeout(timer);
+      resolve(p);
+    });
+    m.once('close', () => {
+      clearTimeout(timer);
+      resolve(undefined);
+    });
+  });
+}
+
+/**
+ * A QoS 1 publish sent again until it is acknowledged, as a device would: while a session moves
+ * between nodes, the broker refuses (0x80) what it cannot yet take responsibility for.
+ */
+export async function publishAcked(m: MqttClient, topic: string, payload: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    try {
+      await publish(m, topic, payload, { qos: 1 });
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(200);
+    }
+  }
 }

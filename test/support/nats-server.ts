@@ -27,6 +27,8 @@ export interface NatsServer {
   output(): string;
   /** SIGTERM to its pid (SIGKILL after 10 s); resolves once it exited. */
   stop(): Promise<void>;
+  /** SIGKILL: no shutdown. Resolves once it exited. */
+  kill9(): Promise<void>;
 }
 
 export interface NatsCluster {
@@ -95,6 +97,11 @@ function launch(name: string, storeDir: string, ports: Ports, cluster?: { readon
       const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
       await exited;
       clearTimeout(timer);
+    },
+    async kill9() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGKILL');
+      await exited;
     },
   };
 }

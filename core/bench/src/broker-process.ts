@@ -64,6 +64,8 @@ export interface LaunchOptions {
    * `autosave_interval` (1800 s by default) and at exit, with no per-message fsync.
    */
   readonly mosquittoPersistence?: boolean;
+  /** `bifro` only: cluster mode on these NATS servers, as this node (docs/cluster.md). */
+  readonly cluster?: { readonly servers: readonly string[]; readonly nodeId: string; readonly replicas?: number };
 }
 
 const HOST = '127.0.0.1';
@@ -152,6 +154,14 @@ function commandLine(name: BrokerName, port: number, dir: string, opts: LaunchOp
           '  connectionRate: { perAddressPerSecond: 0 }',
           'log:',
           '  level: warn',
+          ...(opts.cluster === undefined
+            ? []
+            : [
+                'cluster:',
+                `  servers: [${opts.cluster.servers.map((u) => JSON.stringify(u)).join(', ')}]`,
+                `  nodeId: ${JSON.stringify(opts.cluster.nodeId)}`,
+                `  replicas: ${opts.cluster.replicas ?? 1}`,
+              ]),
           ...(api === undefined
             ? []
             : [
@@ -270,6 +280,66 @@ export async function launchBroker(name: BrokerName, opts: LaunchOptions): Promi
     removeDir(dir);
     throw err;
   }
+}
+
+/** A nats-server started here (JetStream on, its store in a temporary folder), stopped by pid like the brokers. */
+export interface NatsProcess {
+  /** `nats://127.0.0.1:<port>`. */
+  readonly url: string;
+  readonly pid: number;
+  stop(): Promise<void>;
+}
+
+export function findNatsServer(): string | null {
+  return findExecutable('nats-server', ['/usr/sbin', '/usr/local/bin']);
+}
+
+/** Starts nats-server on free 127.0.0.1 ports; resolves once its monitoring port says JetStream is up. */
+export async function launchNatsServer(opts: { readonly cpus: string | null; readonly readyTimeoutMs?: number }): Promise<NatsProcess> {
+  if (shuttingDown) throw new Error('interrupted');
+  const bin = findNatsServer();
+  if (bin === null) throw new Error('nats-server not found (looked in /usr/sbin, /usr/local/bin and on PATH)');
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'bifro-bench-nats-'));
+  tempDirs.add(dir);
+  const port = await freePort();
+  const monitor = await freePort();
+  const argv = [bin, '-a', HOST, '-p', String(port), '-m', String(monitor), '-js', '-sd', path.join(dir, 'js')];
+  const taskset = opts.cpus === null ? null : findTaskset();
+  const [cmd, ...args] = taskset === null ? argv : [taskset, '-c', opts.cpus!, ...argv];
+  const child = spawn(cmd!, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir });
+  let output = '';
+  const keep = (chunk: Buffer): void => {
+    output = (output + chunk.toString('utf8')).slice(-4000);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const failed = new Promise<never>((_resolve, reject) =>
+    child.once('error', (err) => reject(new Error(`cannot start nats-server: ${err.message}`))),
+  );
+  failed.catch(() => undefined);
+  if (child.pid === undefined) await failed;
+  const pid = child.pid!;
+  live.set(pid, { child, dir });
+  try {
+    const timeoutMs = opts.readyTimeoutMs ?? 20000;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (shuttingDown) throw new Error('interrupted');
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`nats-server exited during start: ${lastLines(output)}`);
+      try {
+        const res = await fetch(`http://${HOST}:${monitor}/healthz?js-enabled-only=true`, { signal: AbortSignal.timeout(1000) });
+        if (res.status === 200) break;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) throw new Error(`nats-server not ready within ${timeoutMs} ms: ${lastLines(output)}`);
+      await sleep(100);
+    }
+  } catch (err) {
+    await stopChild(pid);
+    throw err;
+  }
+  return { url: `nats://${HOST}:${port}`, pid, stop: () => stopChild(pid) };
 }
 
 /** GET /metrics every {@link SCRAPE_MS}, like a Prometheus server would; a failed scrape ends the run. */

@@ -4,6 +4,7 @@ import type { BrokerConfig } from '../base/config-types';
 import type { Logger } from '../base/logger';
 import type { Engine } from '../broker/engine';
 import type { ClusterView } from '../cluster/cluster-view';
+import type { NodeDrain } from '../broker/node-drain';
 import type { LoadedPluginInfo } from '../plugin-host/managers';
 import type { TenantRates } from '../tenancy/tenant-rates';
 
@@ -35,4 +36,6 @@ export interface ApiContext {
   readonly rates: TenantRates;
   /** The live nodes: cluster mode's membership, or this broker alone when standalone. */
   readonly nodes: ClusterView;
+  /** This node's drain (cluster mode only). */
+  readonly drain?: NodeDrain;
 }

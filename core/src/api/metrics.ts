@@ -343,6 +343,16 @@ export function brokerRegistry(ctx: ApiContext): { registry: Registry; scrape():
   metric('gauge', 'cluster_routes', 'Routes of other nodes this node knows of, one per (node, tenant, filter).', [], (put) =>
     put({}, ctx.nodes.traffic().routes),
   );
+  metric('gauge', 'cluster_draining', '1 while this node drains (POST /api/v1/nodes/self/drain), else 0.', [], (put) =>
+    put({}, ctx.drain?.draining === true ? 1 : 0),
+  );
+  metric(
+    'counter',
+    'cluster_drain_redirects_total',
+    'Clients a drain sent to another node: CONNECTs refused with 0x9C and connections moved off.',
+    [],
+    (put) => put({}, ctx.drain?.redirected ?? 0),
+  );
   const gate = ctx.engine.gate;
   metric(
     'counter',

@@ -49,6 +49,7 @@ const TENANT = {
     'rates',
     'retained',
     'memory',
+    'quotaScope',
     'quota',
   ],
   properties: {
@@ -88,6 +89,12 @@ const TENANT = {
         inboxBytes: { type: 'number', description: 'Message bytes appended to persistent inboxes by this process and not yet delivered.' },
       },
     },
+    quotaScope: {
+      type: 'string',
+      enum: ['node', 'cluster'],
+      description:
+        "What `quota` counts: this node's usage (standalone), or the cluster's (every live node's, as of its last update). The other figures are this node's.",
+    },
     quota: {
       type: 'object',
       description: 'Usage of every throttler resource (RESOURCE_TYPES of @bifro/spi) and the refusals counted against it.',
@@ -119,13 +126,14 @@ export function tenantFigures(ctx: ApiContext, tenant: string): Record<string, u
     rates,
     retained: { messages: m.retainedMessages, bytes: m.retainedBytes },
     memory: { sessionQueueBytes: m.sessionMemoryBytes, inboxBytes: m.inboxBytes },
+    quotaScope: usage.clusterWide ? 'cluster' : 'node',
     quota: Object.fromEntries(RESOURCE_TYPES.map((r, i) => [r, { usage: usage.get(tenant, r), refusals: refusals?.[i] ?? 0 }])),
   };
 }
 
 /** Whether the broker knows the tenant: recorded usage, or routes. */
 function known(ctx: ApiContext, tenant: string): boolean {
-  if (ctx.engine.usage.peek(tenant) !== undefined) return true;
+  if (ctx.engine.usage.peek(tenant) !== undefined || ctx.engine.usage.usedElsewhere(tenant)) return true;
   for (const id of ctx.engine.router.tenantIds()) if (id === tenant) return true;
   return false;
 }

@@ -9,7 +9,7 @@ import { RUNTIME_TOKENS } from '../base/tokens';
 import { PLUGIN_TOKENS } from '../plugin-host/tokens';
 import type { AclManager, AuthManager, BalancerManager, EventManager, SettingsManager, ThrottlerManager } from '../plugin-host/managers';
 import type { Router } from '../routing/router';
-import { pickMember } from '../routing/shared-group';
+import { pickMember, servedHere, type SharedGroupMatch, type SharedGroupRef } from '../routing/shared-group';
 import { RetainQuotas } from '../retain/retain-quotas';
 import { RetainService } from '../retain/retain-service';
 import type { Message } from '../session/message';
@@ -22,6 +22,7 @@ import { COUNTER, resourceIndex, type TenantUsage } from '../tenancy/tenant-usag
 import { describeError } from '../base/errors';
 import type { EmitEvent, EventClient, EventDetail } from '../base/broker-events';
 import { RedirectSweep, type RedirectTarget } from './redirect-sweep';
+import type { ClusterSessions } from './cluster-sessions';
 
 export type { ConnectLimits, LiveLimits } from '../tenancy/tenant-limits';
 export { NEVER_EXPIRES } from '../session/session-registry';
@@ -38,9 +39,19 @@ const DEFER_INFLIGHT_MS = 25;
 /** How often MQTT 3 deliveries are checked for resends (ResendTimeoutSeconds is at least 1 s). */
 const RESEND_SCAN_MS = 1000;
 
-/** Cross-node delivery (cluster mode): queues a message for the other nodes whose routes match; returns how many. */
+/**
+ * Cross-node delivery (cluster mode): queues a message for the other nodes whose routes match, and
+ * for the node picked for each matching shared group; returns how many nodes. `here[i]` turns
+ * false when the local group `groups[i]` is assigned to another node.
+ */
 export interface RemoteDelivery {
-  forward(tenantId: string, msg: Message, waiter: WriteWaiter | undefined): number;
+  forward(
+    tenantId: string,
+    msg: Message,
+    waiter: WriteWaiter | undefined,
+    groups: readonly SharedGroupMatch<Session>[],
+    here: boolean[] | undefined,
+  ): number;
 }
 
 /** What the broker needs of an open connection: the redirect sweep's view and a way to close it. */
@@ -71,6 +82,8 @@ export class Engine implements SessionRegistryHost {
   shuttingDown = false;
   /** Set in cluster mode once it started: every publish is offered to the other nodes after the local match. */
   remote: RemoteDelivery | undefined = undefined;
+  /** Set in cluster mode once it started: CONNECT claims the session in the cluster's registry first. */
+  clusterSessions: ClusterSessions | undefined = undefined;
   /** Per-address connection rate and flapping bans (security.connectionRate, security.flapping). */
   readonly gate: ConnectionGate;
   /** Operator bans (client ids, users, tenants, addresses), loaded from `storage.bans` at boot; asked at CONNECT. */
@@ -147,11 +160,12 @@ export class Engine implements SessionRegistryHost {
   /**
    * Deliver a message to every matching subscription of the tenant: one delivery per session for
    * overlapping subscriptions at the highest QoS with all subscription ids [MQTT-3.3.4-2],
-   * [MQTT-3.3.4-3]; one member per shared group. In cluster mode the message then goes to every
-   * other node with a matching route (each counts as one delivery), unless `fromNode` (it came
-   * from another node: delivered here only). Returns how many deliveries were made.
+   * [MQTT-3.3.4-3]; one member per shared group. In cluster mode the message also goes to every
+   * other node with a matching route (each counts as one delivery), and each shared group is
+   * served by one node cluster-wide; unless `fromNode` (it came from another node: delivered here
+   * only, to the shared groups its sender named). Returns how many deliveries were made.
    */
-  publish(tenantId: string, msg: Message, waiter?: WriteWaiter, fromNode?: boolean): number {
+  publish(tenantId: string, msg: Message, waiter?: WriteWaiter, fromNode?: readonly SharedGroupRef[]): number {
     const match = this.router.match(tenantId, msg.topic);
     let count = 0;
     const publisher = msg.publisherClientId;
@@ -187,8 +201,16 @@ export class Engine implements SessionRegistryHost {
       m.subscriber.deliver({ msg, qos, retain: m.retainAsPublished && msg.retain, subscriptionIds: ids }, waiter);
       count++;
     }
+    // Cluster mode: which local groups this node serves (docs/cluster.md § Shared subscriptions).
+    let here: boolean[] | undefined;
+    if (this.remote !== undefined) {
+      here = match.groups.length === 0 ? undefined : servedHere(match.groups, fromNode);
+      if (fromNode === undefined) count += this.remote.forward(tenantId, msg, waiter, match.groups, here);
+    }
     const maxGroups = match.groups.length === 0 ? 0 : this.settings.get(tenantId, 'MaxGroupFanout');
     for (let i = 0; i < match.groups.length && i < maxGroups; i++) {
+      if (here !== undefined && !here[i]) continue;
+      // No Local is refused on shared subscriptions [MQTT-3.8.3-4]: the publisher may be the member.
       const member = pickMember(match.groups[i]!, publisher, msg.topic, isOnline);
       if (member === undefined) continue;
       const o = member.options;
@@ -199,7 +221,6 @@ export class Engine implements SessionRegistryHost {
     }
     if (match.groups.length > maxGroups)
       this.emit('pubDropped', { tenantId, clientId: publisher }, () => ({ topic: msg.topic, qos: msg.qos, reason: 'MaxGroupFanout' }));
-    if (this.remote !== undefined && fromNode !== true) count += this.remote.forward(tenantId, msg, waiter);
     return count;
   }
 

@@ -24,6 +24,8 @@ export interface NodeRecord extends NodeLoad {
   readonly version: string;
   /** `host:port` of each MQTT listener of the node. */
   readonly listeners: readonly string[];
+  /** The node is draining (docs/cluster.md § Drain and removal): send no clients there. Absent from older nodes. */
+  readonly draining?: boolean;
 }
 
 /** A node of the live list. */
@@ -50,8 +52,26 @@ export interface ClusterView {
 
 /** A started cluster mode: its view, its forwarding, and its stop (deletes this node's key, drains the connection). */
 export interface RunningCluster extends ClusterView {
-  /** Queues a message published here for every other live node with a matching route; returns how many nodes. */
-  forward(tenantId: string, msg: ForwardMessage, waiter: ForwardWaiter | undefined): number;
+  /**
+   * Queues a message published here for every other live node with a matching route, and picks
+   * one node per matching shared group cluster-wide; returns how many nodes. `groups` are the
+   * message's local groups: `here[i]` is set false for each one assigned to another node.
+   */
+  forward(
+    tenantId: string,
+    msg: ForwardMessage,
+    waiter: ForwardWaiter | undefined,
+    groups: readonly LocalGroup[],
+    here: boolean[] | undefined,
+  ): number;
+  /** The cluster-wide session registry. */
+  readonly sessions: SessionOwnership;
+  /** Whether this node has seen `nodeId`'s route of this exact (tenant, filter) in the routes bucket. */
+  hasRoute(nodeId: string, tenantId: string, filter: string): boolean;
+  /** Puts this node's record now (a drain starts or ends) rather than at the next heartbeat. */
+  announce(): void;
+  /** Asks another node to start or end its drain (request/reply on `bifro.drain.<node>`); rejects when it does not answer. */
+  relayDrain(node: string, request: DrainRequest): Promise<DrainReply>;
   stop(): Promise<void>;
 }
 
@@ -102,6 +122,18 @@ export interface ForwardMessage {
   readonly publisherClientId: string;
 }
 
+/** A shared group by name (the routing's SharedGroupRef, structurally). */
+export interface GroupRef {
+  readonly shareKind: 'share' | 'oshare';
+  readonly group: string;
+  readonly topicFilter: string;
+}
+
+/** A shared group with members on this node (the routing's SharedGroupMatch, structurally). */
+export interface LocalGroup extends GroupRef {
+  readonly members: readonly { readonly subscriber: { readonly connected: boolean } }[];
+}
+
 /** What holds a publisher's acknowledgement back (the broker's WriteWaiter, structurally). */
 export interface ForwardWaiter {
   hold(): void;
@@ -124,6 +156,8 @@ export interface ReceivedMessage {
   readonly responseTopic: string | undefined;
   readonly correlationData: Buffer | undefined;
   readonly userProperties: [string, string][] | undefined;
+  /** The shared groups the sender assigned to this node for the message (empty: none; its other local groups get nothing). */
+  readonly groups: readonly GroupRef[];
 }
 
 /** Topic filters to values, matched against topic names (the broker's TopicTrie, structurally). */
@@ -133,10 +167,110 @@ export interface FilterIndex<V> {
   match(topic: string, visit: (value: V) => void): void;
 }
 
-/** This node's (tenant, filter) pairs with local non-shared subscribers, and their changes (the cluster router). */
-export interface LocalRoutes {
-  /** Every pair now. */
-  current(): Iterable<readonly [tenantId: string, filter: string]>;
-  /** Called for every first subscriber of a pair (`added`) and every last one gone. */
-  listen(onChange: (tenantId: string, filter: string, added: boolean) => void): void;
+/** A will as the session registry of the cluster keeps it (JSON-safe: the payload in base64). */
+export interface OwnedWill {
+  readonly topic: string;
+  /** base64 */
+  readonly payload: string;
+  readonly qos: 0 | 1 | 2;
+  readonly retain: boolean;
+  readonly delaySeconds: number;
+  readonly properties?: {
+    readonly payloadFormatIndicator?: boolean;
+    readonly messageExpiryInterval?: number;
+    readonly contentType?: string;
+    readonly responseTopic?: string;
+    /** base64 */
+    readonly correlationData?: string;
+    readonly userProperties?: readonly (readonly [string, string])[];
+  };
 }
+
+/** What the cluster's session registry knows of a session besides its owner (docs/cluster.md § Sessions). */
+export interface OwnedState {
+  readonly userId: string;
+  readonly protocolVersion: 3 | 4 | 5;
+  /** A client is connected to it on the owner. */
+  readonly connected: boolean;
+  /** Expiry > 0: its state is in storage, so another node can resume it. */
+  readonly persistent: boolean;
+  /** The will of the connection (connected), or the one still pending after a disconnect. */
+  readonly will?: OwnedWill;
+  /** When the pending will of a disconnected session fires (ms since the epoch, the owner's clock). */
+  readonly willAt?: number;
+}
+
+/** A registry entry: the owner node, its epoch (one more at every claim), and the state. */
+export interface OwnerEntry extends OwnedState {
+  readonly node: string;
+  readonly epoch: number;
+}
+
+/** A session of a node that left, now owned by this node (picked by rendezvous hash among the live nodes). */
+export interface AdoptedSession {
+  readonly tenantId: string;
+  readonly clientId: string;
+  /** The entry as the node that left wrote it last. */
+  readonly entry: OwnerEntry;
+}
+
+/** What the broker does when the registry moves one of this node's sessions. */
+export interface OwnershipHandlers {
+  /** Another node claims a session of this one: close its connection (0x8E), write its state out, stop serving it. */
+  handOver(tenantId: string, clientId: string, newOwner: string | undefined): Promise<void>;
+  /** A registry write of this node failed its compare-and-set: another node owns the session now; stop serving it. */
+  lost(tenantId: string, clientId: string): void;
+  /** A session of a node that left (or of this node's previous run) is this node's now. */
+  adopt(session: AdoptedSession): Promise<void>;
+  /** The registry is reachable (again): register the sessions served without it. */
+  attached(): void;
+}
+
+/** What a claim replaced. */
+export interface ClaimOutcome {
+  /** The entry before (undefined: none). */
+  readonly previous: OwnerEntry | undefined;
+  /** Its owner, another node, confirmed it handed the session over (and saw to the old connection's will). */
+  readonly handedOver: boolean;
+}
+
+/** The cluster-wide session registry, as the broker sees it. */
+export interface SessionOwnership {
+  /** The registry's buckets are open and NATS is connected: claims can be made. */
+  readonly ready: boolean;
+  /**
+   * Make this node the owner of a session, at CONNECT: a live other owner is asked to hand it over
+   * first. Resolves with the entry it replaced (undefined: none), or rejects when the claim could
+   * not be made (NATS away, a concurrent claim that kept winning).
+   */
+  claim(tenantId: string, clientId: string, state: OwnedState): Promise<ClaimOutcome>;
+  /** Record a session's new state (compare-and-set on this node's last revision; a failure calls `lost`). */
+  update(tenantId: string, clientId: string, state: OwnedState): void;
+  /** The session ended here: remove its entry (if still this node's). */
+  release(tenantId: string, clientId: string): void;
+  /** This node holds the session's registry entry. */
+  owns(tenantId: string, clientId: string): boolean;
+  serve(handlers: OwnershipHandlers): void;
+}
+
+/** A drain asked of a node (docs/cluster.md § Drain and removal), by its own admin API or relayed by another node's. */
+export interface DrainRequest {
+  /** true: end the drain. */
+  readonly cancel: boolean;
+  /** Clients moved off per second. */
+  readonly rate: number;
+}
+
+/** A node's drain as the admin API answers it. */
+export interface DrainAnswer {
+  readonly id: string;
+  readonly draining: boolean;
+  /** ISO time the drain started; absent when not draining. */
+  readonly since?: string;
+  readonly rate: number;
+  /** MQTT connections still on the node. */
+  readonly connections: number;
+}
+
+/** What a node answers to a drain request: its drain now, or why it refused. */
+export type DrainReply = { readonly ok: true; readonly answer: DrainAnswer } | { readonly ok: false; readonly message: string };

@@ -3,22 +3,29 @@
  * Frame format). Big-endian; strings are a u16 byte length and UTF-8, binaries a u16 length,
  * the payload a u32 length:
  *
- *   u8 version (1) · u32 count · count × message
- *   message: u8 flags · str tenant · str topic · str publisher client id
+ *   u8 version (2) · u32 count · count × message
+ *   message: u16 n · n × (u8 share kind · str group · str topic filter) the shared groups to serve
+ *            · u8 flags · str tenant · str topic · str publisher client id
  *            [u32 expiry ms left] [str content type] [str response topic] [bin correlation data]
  *            [u32 n · n × (str key · str value) user properties] · u32 payload length · payload
  *
  * flags: bits 0-1 QoS, 2 RETAIN, 3 expiry, 4 payload format present, 5 payload format is UTF-8,
  * 6 content type, 7 response topic; a second u8 follows: bit 0 correlation data, bit 1 user properties.
+ * Share kind: 0 `$share`, 1 `$oshare`. The groups differ per destination, the rest does not: a
+ * message is encoded once with no groups, and a destination with groups gets its own group list
+ * in front of the same bytes past the count.
  * The decoder treats the frame as hostile: every length is checked against what is left.
  */
-import type { ForwardMessage, ReceivedMessage } from './cluster-view';
+import type { ForwardMessage, GroupRef, ReceivedMessage } from './cluster-view';
 
-export const FRAME_VERSION = 1;
+export const FRAME_VERSION = 2;
 /** Frame header: version and count. */
 export const FRAME_HEADER_BYTES = 5;
-/** The smallest message: two flag bytes, three empty strings, an empty payload. */
-const MIN_MESSAGE_BYTES = 2 + 3 * 2 + 4;
+/** The smallest message: no groups, two flag bytes, three empty strings, an empty payload. */
+const MIN_MESSAGE_BYTES = 2 + 2 + 3 * 2 + 4;
+/** The group count of a message that names none: the first two bytes of every encoded message. */
+export const NO_GROUPS_BYTES = 2;
+const NO_GROUPS: readonly GroupRef[] = Object.freeze([]);
 /** Expiry ms left, carried in a u32 (MQTT's expiry interval is at most 2^32-1 seconds: capped). */
 const MAX_EXPIRY_MS = 0xffffffff;
 
@@ -32,15 +39,16 @@ function strBytes(s: string): number {
 }
 
 /**
- * One message of a frame, encoded once per publish and shared by every destination's batch.
- * `now` is this node's clock: the expiry travels as the time left, so clocks need not agree.
+ * One message of a frame, encoded once per publish and shared by every destination's batch, with
+ * no groups to serve (see {@link encodeGroups}). `now` is this node's clock: the expiry travels as
+ * the time left, so clocks need not agree.
  */
 export function encodeMessage(tenantId: string, msg: ForwardMessage, now: number): Buffer {
   const p = msg.properties;
   const expiryMs = msg.expiresAt === 0 ? undefined : Math.min(MAX_EXPIRY_MS, Math.max(0, msg.expiresAt - now));
   let flags = msg.qos | (msg.retain ? 4 : 0);
   let flags2 = 0;
-  let size = 2 + strBytes(tenantId) + strBytes(msg.topic) + strBytes(msg.publisherClientId) + 4 + msg.payload.length;
+  let size = NO_GROUPS_BYTES + 2 + strBytes(tenantId) + strBytes(msg.topic) + strBytes(msg.publisherClientId) + 4 + msg.payload.length;
   if (expiryMs !== undefined) {
     flags |= 8;
     size += 4;
@@ -65,7 +73,8 @@ export function encodeMessage(tenantId: string, msg: ForwardMessage, now: number
     for (const [k, v] of user) size += strBytes(k) + strBytes(v);
   }
   const buf = Buffer.allocUnsafe(size);
-  let o = buf.writeUInt8(flags, 0);
+  let o = buf.writeUInt16BE(0, 0);
+  o = buf.writeUInt8(flags, o);
   o = buf.writeUInt8(flags2, o);
   const str = (s: string): void => {
     const n = buf.write(s, o + 2, 'utf8');
@@ -91,6 +100,28 @@ export function encodeMessage(tenantId: string, msg: ForwardMessage, now: number
   }
   o = buf.writeUInt32BE(msg.payload.length, o);
   msg.payload.copy(buf, o);
+  return buf;
+}
+
+/**
+ * The group list one destination is to serve for a message: sent in place of the first
+ * {@link NO_GROUPS_BYTES} bytes of the message as {@link encodeMessage} encoded it.
+ */
+export function encodeGroups(groups: readonly GroupRef[]): Buffer {
+  let size = 2;
+  for (const g of groups) size += 1 + strBytes(g.group) + strBytes(g.topicFilter);
+  const buf = Buffer.allocUnsafe(size);
+  let o = buf.writeUInt16BE(groups.length, 0);
+  const str = (s: string): void => {
+    const n = buf.write(s, o + 2, 'utf8');
+    buf.writeUInt16BE(n, o);
+    o += 2 + n;
+  };
+  for (const g of groups) {
+    o = buf.writeUInt8(g.shareKind === 'share' ? 0 : 1, o);
+    str(g.group);
+    str(g.topicFilter);
+  }
   return buf;
 }
 
@@ -166,6 +197,17 @@ export function decodeFrame(data: Uint8Array): ReceivedMessage[] {
   if (count * MIN_MESSAGE_BYTES > r.left) throw new FrameError(`count ${count} does not fit in ${r.left} bytes`);
   const out: ReceivedMessage[] = [];
   for (let i = 0; i < count; i++) {
+    const n = r.u16();
+    let groups = NO_GROUPS;
+    if (n > 0) {
+      const named: GroupRef[] = [];
+      for (let k = 0; k < n; k++) {
+        const kind = r.u8();
+        if (kind > 1) throw new FrameError(`unknown share kind ${kind}`);
+        named.push({ shareKind: kind === 0 ? 'share' : 'oshare', group: r.str(), topicFilter: r.str() });
+      }
+      groups = named;
+    }
     const flags = r.u8();
     const flags2 = r.u8();
     const qos = flags & 3;
@@ -198,6 +240,7 @@ export function decodeFrame(data: Uint8Array): ReceivedMessage[] {
       responseTopic,
       correlationData,
       userProperties,
+      groups,
     });
   }
   if (r.left !== 0) throw new FrameError(`${r.left} bytes after the last message`);

@@ -1,9 +1,10 @@
 import type { Msg, NatsConnection, Subscription } from 'nats';
 import type { Logger } from '../base/logger';
+import { sameGroup } from '../routing/shared-group';
 import { describeError } from '../base/errors';
-import type { ForwardMessage, ForwardWaiter, ReceivedMessage } from './cluster-view';
-import { decodeFrame, encodeMessage, frame, FrameError } from './forward-frame';
-import type { RouteTable } from './routes';
+import type { ForwardMessage, ForwardWaiter, GroupRef, LocalGroup, ReceivedMessage } from './cluster-view';
+import { decodeFrame, encodeGroups, encodeMessage, frame, FrameError, NO_GROUPS_BYTES } from './forward-frame';
+import { nodeWeight, type PickSelf, type RouteTable } from './routes';
 
 /** Forwarded messages of one destination wait at most this long for more before they are sent. */
 const FLUSH_AFTER_MS = 1;
@@ -22,6 +23,8 @@ export function forwardSubject(nodeId: string): string {
 
 interface Batch {
   parts: Buffer[];
+  /** Messages in `parts` (one with groups to serve takes two parts). */
+  messages: number;
   bytes: number;
   /** Some message is QoS 1/2: sent as a request. */
   confirmed: boolean;
@@ -56,8 +59,13 @@ export class Forwarder {
   private readonly batches = new Map<string, Batch>();
   private flushTimer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private readonly self: PickSelf;
+  private readonly alive: (nodeId: string) => boolean;
 
-  constructor(private readonly opts: ForwarderOptions) {}
+  constructor(private readonly opts: ForwarderOptions) {
+    this.self = { id: opts.nodeId, weight: nodeWeight(opts.nodeId) };
+    this.alive = (node) => opts.alive(node);
+  }
 
   /** Starts receiving on this node's subject (the client subscribes again by itself after a reconnect). */
   attach(nc: NatsConnection): void {
@@ -66,33 +74,101 @@ export class Forwarder {
   }
 
   /**
-   * Queues `msg` for every other live node whose routes match it; returns how many nodes. QoS 1/2
-   * hold `waiter` until each destination confirmed its batch.
+   * Queues `msg` for every other live node whose routes match it, and for the node picked for each
+   * matching shared group; returns how many nodes. `groups` are the message's groups with local
+   * members: `here[i]` turns false when `groups[i]` is assigned to another node. QoS 1/2 hold
+   * `waiter` until each destination confirmed its batch.
    */
-  forward(tenantId: string, msg: ForwardMessage, waiter: ForwardWaiter | undefined): number {
+  forward(
+    tenantId: string,
+    msg: ForwardMessage,
+    waiter: ForwardWaiter | undefined,
+    groups: readonly LocalGroup[],
+    here: boolean[] | undefined,
+  ): number {
     const routes = this.opts.routes;
     if (this.nc === undefined || !routes.has(tenantId)) return 0;
+    if (routes.hasGroups(tenantId)) return this.forwardShared(tenantId, msg, waiter, groups, here);
     let encoded: Buffer | undefined;
     let count = 0;
+    let departed = false;
     routes.nodesFor(tenantId, msg.topic, (node) => {
-      if (!this.opts.alive(node)) return;
+      if (!this.opts.alive(node)) {
+        departed = true;
+        return;
+      }
       encoded ??= encodeMessage(tenantId, msg, this.opts.clock());
-      this.append(node, encoded, msg.qos > 0, waiter);
+      this.append(node, undefined, encoded, msg.qos > 0, waiter);
       count++;
     });
+    if (departed) this.departedRoute(msg, waiter);
     return count;
   }
 
-  private append(node: string, encoded: Buffer, confirmed: boolean, waiter: ForwardWaiter | undefined): void {
+  /**
+   * A route of a node that left matched: until the sessions it served have new owners (whose
+   * routes replace its own, then purged), a QoS 1/2 message cannot be acknowledged — the
+   * publisher gets no success and sends it again. QoS 0 is at most once.
+   */
+  private departedRoute(msg: ForwardMessage, waiter: ForwardWaiter | undefined): void {
+    if (msg.qos === 0 || waiter === undefined) return;
+    this.failures++;
+    waiter.hold();
+    waiter.fail(new Error('a matching route belongs to a node that left and whose sessions are not adopted yet'));
+  }
+
+  /**
+   * {@link forward} in a tenant where other nodes have shared groups: each matching group goes to
+   * one node cluster-wide (docs/cluster.md § Shared subscriptions), named in that node's copy; a
+   * node whose only match is a group assigned elsewhere gets nothing.
+   */
+  private forwardShared(
+    tenantId: string,
+    msg: ForwardMessage,
+    waiter: ForwardWaiter | undefined,
+    groups: readonly LocalGroup[],
+    here: boolean[] | undefined,
+  ): number {
+    // node → the groups it is to serve (undefined: none, its plain routes only). Built per message:
+    // this is the path of shared groups across nodes only.
+    const dest = new Map<string, GroupRef[] | undefined>();
+    const routes = this.opts.routes;
+    let departed = false;
+    routes.nodesFor(tenantId, msg.topic, (node) => {
+      if (this.opts.alive(node)) dest.set(node, undefined);
+      else departed = true;
+    });
+    if (departed) this.departedRoute(msg, waiter);
+    routes.groupsFor(tenantId, msg.topic, (g) => {
+      let i = groups.length - 1;
+      while (i >= 0 && !sameGroup(groups[i]!, g)) i--;
+      const node = g.pick(this.self, i < 0 ? undefined : groups[i], this.alive, msg.publisherClientId, msg.topic);
+      if (node === undefined || node === this.self.id) return;
+      if (i >= 0 && here !== undefined) here[i] = false;
+      const list = dest.get(node);
+      if (list === undefined) dest.set(node, [g]);
+      else list.push(g);
+    });
+    if (dest.size === 0) return 0;
+    const encoded = encodeMessage(tenantId, msg, this.opts.clock());
+    for (const [node, list] of dest) this.append(node, list === undefined ? undefined : encodeGroups(list), encoded, msg.qos > 0, waiter);
+    return dest.size;
+  }
+
+  /** Appends one message: `encoded` as it is, or after `groups` in place of its empty group list. */
+  private append(node: string, groups: Buffer | undefined, encoded: Buffer, confirmed: boolean, waiter: ForwardWaiter | undefined): void {
+    const size = groups === undefined ? encoded.length : groups.length + encoded.length - NO_GROUPS_BYTES;
     let b = this.batches.get(node);
     // A large message goes in a batch of its own: the others do not share its fate with NATS's max_payload.
-    if (b !== undefined && b.bytes + encoded.length > FLUSH_AT_BYTES) {
+    if (b !== undefined && b.bytes + size > FLUSH_AT_BYTES) {
       this.flush(node, b);
       b = undefined;
     }
-    if (b === undefined) this.batches.set(node, (b = { parts: [], bytes: 0, confirmed: false, waiters: [] }));
-    b.parts.push(encoded);
-    b.bytes += encoded.length;
+    if (b === undefined) this.batches.set(node, (b = { parts: [], messages: 0, bytes: 0, confirmed: false, waiters: [] }));
+    if (groups === undefined) b.parts.push(encoded);
+    else b.parts.push(groups, encoded.subarray(NO_GROUPS_BYTES));
+    b.messages++;
+    b.bytes += size;
     if (confirmed) {
       b.confirmed = true;
       if (waiter !== undefined) {
@@ -111,7 +187,7 @@ export class Forwarder {
 
   private flush(node: string, b: Batch): void {
     this.batches.delete(node);
-    const count = b.parts.length;
+    const count = b.messages;
     this.forwarded += count;
     const nc = this.nc;
     try {

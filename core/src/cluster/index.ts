@@ -2,18 +2,23 @@
  * Cluster mode on NATS JetStream (docs/cluster.md). Loaded by the composition root only when the
  * configuration has a `cluster` section: a standalone broker never loads NATS.
  */
-import type { KV, NatsConnection } from 'nats';
+import type { KV, NatsConnection, Subscription } from 'nats';
 import type { ClusterConfig } from '../base/config-types';
 import type { Logger } from '../base/logger';
 import { describeError } from '../base/errors';
-import type { FilterIndex, LocalRoutes, NodeLoad, RunningCluster } from './cluster-view';
+import type { LocalRoutes } from '../routing/cluster-router';
+import type { DrainReply, DrainRequest, FilterIndex, NodeLoad, RunningCluster } from './cluster-view';
 import { Forwarder, type DeliverReceived } from './forwarder';
 import { knownServers, Membership } from './membership';
 import { NatsLink } from './nats-connection';
-import { ROUTES_BUCKET, RouteTable, RouteWriter } from './routes';
+import { nodeToken, ROUTES_BUCKET, RouteTable, RouteWriter } from './routes';
+import { SessionOwners } from './session-owners';
+import { ClusterUsage, type UsageSource } from './usage';
 
 /** A bucket that could not be opened, or whose watch ended, is tried again after this long. */
 const REOPEN_MS = 1000;
+/** How long a stop waits for the session registry writes under way. */
+const STOP_WRITES_MS = 2000;
 
 export interface StartClusterOptions {
   readonly cluster: ClusterConfig;
@@ -33,7 +38,20 @@ export interface StartClusterOptions {
   readonly deliver: DeliverReceived;
   /** The broker's clock (ms since the epoch). */
   readonly clock: () => number;
+  /** This node's tenant usage: written for the other nodes, and its quota checks see theirs added (docs/cluster.md § Quotas across nodes). */
+  readonly usage?: UsageSource;
+  /** The storage is shared by the nodes (its retained totals are cluster-wide already). */
+  readonly sharedStorage?: boolean;
+  /** This node is draining (its heartbeat says so). */
+  readonly draining?: () => boolean;
+  /** Serves the drain requests other nodes relay (`bifro.drain.<nodeId>`). */
+  readonly drainRequest?: (request: DrainRequest) => DrainReply;
 }
+
+/** Other nodes relay drain requests to a node on this subject. */
+const drainSubject = (node: string): string => `bifro.drain.${node}`;
+/** How long a relayed drain request waits for its node. */
+const DRAIN_RELAY_MS = 3000;
 
 /**
  * Connects to NATS and starts membership, routes and forwarding. Returns at once: while NATS is
@@ -49,7 +67,34 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
     replicas: opts.cluster.replicas,
     load: opts.load,
     logger,
+    draining: opts.draining,
+    left: (node) => {
+      usage?.nodeLeft(node);
+      void owners
+        .nodeLeft(node)
+        .catch((err: unknown) => logger.warn({ err: describeError(err), node }, `cannot adopt the sessions of ${node}`));
+    },
   });
+  const owners: SessionOwners = new SessionOwners({
+    nodeId: opts.nodeId,
+    replicas: (nc) => Math.min(opts.cluster.replicas, knownServers(nc)),
+    liveNodes: () => membership.nodes().map((n) => n.record.nodeId),
+    alive: (node) => node === opts.nodeId || membership.isAlive(node),
+    nodeCleared: (node) => void purgeRoutes(node),
+    logger,
+  });
+  const usage =
+    opts.usage === undefined
+      ? undefined
+      : new ClusterUsage({
+          nodeId: opts.nodeId,
+          source: opts.usage,
+          sharedRetained: opts.sharedStorage === true,
+          replicas: opts.cluster.replicas,
+          alive: (node) => membership.isAlive(node),
+          logger,
+          clock: opts.clock,
+        });
   const table = new RouteTable(opts.nodeId, opts.newIndex, logger);
   const writer = new RouteWriter(opts.nodeId, opts.localRoutes, logger);
   const forwarder = new Forwarder({
@@ -63,6 +108,34 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
   let stopped = false;
   let reopen: NodeJS.Timeout | undefined;
   let generation = 0;
+  let routesKv: KV | undefined;
+
+  /** A departed node's sessions all have new owners: its routes go, so nothing waits on them any more. */
+  const purgeRoutes = async (node: string): Promise<void> => {
+    const kv = routesKv;
+    if (kv === undefined) return;
+    let purged = 0;
+    try {
+      for await (const key of await kv.keys(`${nodeToken(node)}.>`)) {
+        await kv.delete(key);
+        purged++;
+      }
+      if (purged > 0) logger.info({ node, routes: purged }, `deleted ${purged} routes of departed node ${node}`);
+    } catch (err) {
+      logger.warn({ err: describeError(err), node }, `cannot delete the routes of departed node ${node}`);
+    }
+  };
+
+  const openSessions = async (nc: NatsConnection): Promise<void> => {
+    if (stopped || nc.isClosed()) return;
+    try {
+      await owners.attach(nc);
+    } catch (err) {
+      if (stopped) return;
+      logger.warn({ err: describeError(err) }, 'cannot open the session registry buckets; retrying');
+      setTimeout(() => void openSessions(nc), REOPEN_MS);
+    }
+  };
 
   const openRoutes = async (nc: NatsConnection): Promise<void> => {
     reopen = undefined;
@@ -71,6 +144,7 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
     try {
       const replicas = Math.min(opts.cluster.replicas, knownServers(nc));
       const kv: KV = await nc.jetstream().views.kv(ROUTES_BUCKET, { history: 1, replicas });
+      routesKv = kv;
       const entries = await kv.watch();
       table.clear();
       void (async () => {
@@ -93,10 +167,38 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
     }
   };
 
+  let current: NatsConnection | undefined;
+  let drainSub: Subscription | undefined;
+  /** Drain requests relayed by other nodes' admin APIs (which checked the admin token). */
+  const serveDrain = (nc: NatsConnection): void => {
+    const handle = opts.drainRequest;
+    if (handle === undefined) return;
+    drainSub?.unsubscribe();
+    drainSub = nc.subscribe(drainSubject(opts.nodeId), {
+      callback: (err, m) => {
+        if (err !== null) return;
+        let reply: DrainReply;
+        try {
+          const r = m.json<Partial<DrainRequest>>();
+          reply =
+            typeof r.cancel === 'boolean' && typeof r.rate === 'number' && Number.isInteger(r.rate) && r.rate >= 1
+              ? handle({ cancel: r.cancel, rate: r.rate })
+              : { ok: false, message: 'malformed drain request' };
+        } catch {
+          reply = { ok: false, message: 'malformed drain request' };
+        }
+        m.respond(JSON.stringify(reply));
+      },
+    });
+  };
   const link = new NatsLink(opts.cluster, opts.nodeId, logger, (nc) => {
+    current = nc;
+    serveDrain(nc);
     membership.attach(nc);
     forwarder.attach(nc);
     void openRoutes(nc);
+    void openSessions(nc);
+    void usage?.attach(nc);
   });
   logger.info(
     { servers: opts.cluster.servers, node: opts.nodeId },
@@ -113,12 +215,24 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
       forwardFailures: forwarder.failures,
       routes: table.size,
     }),
-    forward: (tenantId, msg, waiter) => forwarder.forward(tenantId, msg, waiter),
+    forward: (tenantId, msg, waiter, groups, here) => forwarder.forward(tenantId, msg, waiter, groups, here),
+    sessions: owners,
+    hasRoute: (node, tenantId, filter) => table.hasRoute(node, tenantId, filter),
+    announce: () => membership.announce(),
+    async relayDrain(node, request) {
+      if (current === undefined || current.isClosed()) throw new Error('not connected to NATS');
+      const m = await current.request(drainSubject(node), JSON.stringify(request), { timeout: DRAIN_RELAY_MS });
+      return m.json<DrainReply>();
+    },
     async stop() {
+      // The registry entries of the sessions this stop disconnected are written first.
+      await owners.stop(STOP_WRITES_MS);
       stopped = true;
       if (reopen !== undefined) clearTimeout(reopen);
       writer.stop();
       forwarder.stop();
+      drainSub?.unsubscribe();
+      usage?.stop();
       await membership.stop(link.connected());
       await link.close();
     },

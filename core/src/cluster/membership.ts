@@ -27,6 +27,10 @@ export interface MembershipOptions {
   readonly logger: Logger;
   /** ms since the epoch. */
   readonly clock?: () => number;
+  /** A node left the live list (stopped, or no heartbeat). */
+  readonly left?: (nodeId: string) => void;
+  /** This node is draining (read at every heartbeat). */
+  readonly draining?: () => boolean;
 }
 
 /** The NATS servers the client knows of (itself included when clustered): R3 on one server cannot be created. */
@@ -67,6 +71,7 @@ export class Membership {
   private putFailures = 0;
   private beating = false;
   private watchGeneration = 0;
+  private nc: NatsConnection | undefined;
 
   constructor(private readonly opts: MembershipOptions) {
     this.clock = opts.clock ?? Date.now;
@@ -74,9 +79,15 @@ export class Membership {
 
   /** Starts (or resumes after a new connection) heartbeats and the watch. */
   attach(nc: NatsConnection): void {
+    this.nc = nc;
     this.heartbeat ??= setInterval(() => void this.beat(nc), HEARTBEAT_MS);
     this.sweep ??= setInterval(() => this.sweepDead(), SWEEP_MS);
     void this.beat(nc);
+  }
+
+  /** Puts this node's record now (when connected), not at the next heartbeat. */
+  announce(): void {
+    if (this.nc !== undefined) void this.beat(this.nc);
   }
 
   /** Whether another node is in the live list now. */
@@ -87,7 +98,14 @@ export class Membership {
   /** This node's record as it would put it now. */
   record(): NodeRecord {
     const o = this.opts;
-    return { nodeId: o.nodeId, startedAt: o.startedAt, version: o.version, listeners: o.listeners, ...o.load() };
+    return {
+      nodeId: o.nodeId,
+      startedAt: o.startedAt,
+      version: o.version,
+      listeners: o.listeners,
+      draining: o.draining?.() === true,
+      ...o.load(),
+    };
   }
 
   /** Every live node, this one first, then by node id. */
@@ -215,6 +233,7 @@ export class Membership {
       { node: nodeId, reason: why, lastSeen: new Date(known.lastSeen).toISOString(), nodes: this.others.size + 1 },
       `node left: ${nodeId} (${why === 'stopped' ? 'stopped' : `no heartbeat for ${DEAD_AFTER_MS / 1000} s`})`,
     );
+    this.opts.left?.(nodeId);
   }
 
   /**

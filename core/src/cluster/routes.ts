@@ -2,12 +2,15 @@ import { createHash } from 'node:crypto';
 import type { KV, KvEntry } from 'nats';
 import type { Logger } from '../base/logger';
 import { describeError } from '../base/errors';
-import type { FilterIndex, LocalRoutes } from './cluster-view';
+import { parseSubscription, isSharedFilter } from '../routing/topic';
+import { orderedKey, rendezvousScore, rendezvousWeight } from '../routing/shared-group';
+import type { LocalRoutes } from '../routing/cluster-router';
+import type { FilterIndex, GroupRef, LocalGroup } from './cluster-view';
 
-/** The KV bucket of routes: one key per (node, tenant, filter) with local non-shared subscribers. */
+/** The KV bucket of routes: one key per (node, tenant, filter) with local subscribers, shared groups included. */
 export const ROUTES_BUCKET = 'bifro_routes';
 /** Keys longer than this carry a hash of the tenant and filter instead (the value names them anyway). */
-const MAX_KEY_CHARS = 240;
+export const MAX_KEY_CHARS = 240;
 /** A failed put or delete is tried again after this long. */
 const RETRY_MS = 1000;
 
@@ -15,11 +18,17 @@ const RETRY_MS = 1000;
 export interface RouteRecord {
   readonly node: string;
   readonly tenant: string;
+  /** As subscribed: `$share/<group>/<filter>` and `$oshare/<group>/<filter>` name a shared group. */
   readonly filter: string;
+  /** A shared group's local members on the node (absent for a non-shared filter). */
+  readonly members?: number;
 }
 
+/** Seeds the node weights of ordered picks apart from the member weights (the same key picks both). */
+const NODE_SEED = 0x6b43a9b5;
+
 /** A KV key token: base64url, `_` for the empty string (base64url never yields one character). */
-function token(s: string): string {
+export function token(s: string): string {
   return s === '' ? '_' : Buffer.from(s, 'utf8').toString('base64url');
 }
 
@@ -39,7 +48,10 @@ export function routeKey(nodeId: string, tenantId: string, filter: string): stri
 
 function isRouteRecord(v: unknown): v is RouteRecord {
   const r = v as Partial<RouteRecord> | null;
-  return typeof r === 'object' && r !== null && typeof r.node === 'string' && typeof r.tenant === 'string' && typeof r.filter === 'string';
+  if (typeof r !== 'object' || r === null || typeof r.node !== 'string' || typeof r.tenant !== 'string' || typeof r.filter !== 'string')
+    return false;
+  // A shared group's record counts its members; a plain route counts nothing.
+  return isSharedFilter(r.filter) ? Number.isSafeInteger(r.members) && r.members! > 0 : r.members === undefined;
 }
 
 /**
@@ -61,14 +73,15 @@ export class RouteWriter {
     routes: LocalRoutes,
     private readonly logger: Logger,
   ) {
-    for (const [tenant, filter] of routes.current()) this.change(tenant, filter, true);
-    routes.listen((tenant, filter, added) => this.change(tenant, filter, added));
+    for (const [tenant, filter, members] of routes.current()) this.change(tenant, filter, members);
+    routes.listen((tenant, filter, members) => this.change(tenant, filter, members));
   }
 
-  private change(tenant: string, filter: string, added: boolean): void {
+  private change(tenant: string, filter: string, members: number): void {
     const key = routeKey(this.nodeId, tenant, filter);
-    if (added) this.wanted.set(key, { node: this.nodeId, tenant, filter });
-    else this.wanted.delete(key);
+    if (members <= 0) this.wanted.delete(key);
+    else if (isSharedFilter(filter)) this.wanted.set(key, { node: this.nodeId, tenant, filter, members });
+    else this.wanted.set(key, { node: this.nodeId, tenant, filter });
     this.dirty.add(key);
     void this.pump();
   }
@@ -117,13 +130,103 @@ export class RouteWriter {
   }
 }
 
+/** Another node's part of a shared group: its members, and its fixed weight in ordered picks. */
+interface GroupNode {
+  members: number;
+  readonly weight: number;
+}
+
+/** A node's id and ordered-pick weight. */
+export interface PickSelf {
+  readonly id: string;
+  readonly weight: number;
+}
+
+/** The ordered-pick weight of a node. */
+export function nodeWeight(nodeId: string): number {
+  return rendezvousWeight(nodeId, NODE_SEED);
+}
+
 /**
- * Every node's routes, from a watch of the bucket: per tenant, filter → node ids. Which of those
- * nodes are alive is asked at match time (membership), so a dead node's keys cost nothing.
+ * A shared group with members on other nodes: which nodes, how many members each, and where
+ * this node's `$share` round robin over them stands (docs/cluster.md § Shared subscriptions).
+ */
+export class RemoteGroup implements GroupRef {
+  readonly nodes = new Map<string, GroupNode>();
+  private cursor = 0;
+
+  constructor(
+    readonly shareKind: 'share' | 'oshare',
+    readonly group: string,
+    readonly topicFilter: string,
+  ) {}
+
+  /**
+   * The node that serves this group for one message published here: one of the live nodes with
+   * members, this one included when `local` (its members of the group) has any; undefined when none.
+   * - `$share`: weighted round robin by member count; this node stands aside while none of its
+   *   members is connected and another node has members (the others' connections are not known here).
+   * - `$oshare`: rendezvous hashing of (publisher, topic) over the node ids, so one publisher's
+   *   messages on a topic keep going to one node, and its ordered member pick, while the set of
+   *   nodes with members is unchanged; a node leaving moves only its own keys.
+   */
+  pick(
+    self: PickSelf,
+    local: LocalGroup | undefined,
+    alive: (nodeId: string) => boolean,
+    publisherClientId: string,
+    topic: string,
+  ): string | undefined {
+    const mine = local === undefined ? 0 : local.members.length;
+    if (this.shareKind === 'oshare') {
+      const key = orderedKey(publisherClientId, topic);
+      let best = mine > 0 ? self.id : undefined;
+      let bestScore = mine > 0 ? rendezvousScore(key, self.weight) : -1;
+      for (const [node, n] of this.nodes) {
+        if (!alive(node)) continue;
+        const score = rendezvousScore(key, n.weight);
+        if (score > bestScore || (score === bestScore && node < best!)) {
+          best = node;
+          bestScore = score;
+        }
+      }
+      return best;
+    }
+    let total = 0;
+    for (const [node, n] of this.nodes) if (alive(node)) total += n.members;
+    const weight = mine > 0 && (total === 0 || local!.members.some((m) => m.subscriber.connected)) ? mine : 0;
+    total += weight;
+    if (total === 0) return undefined;
+    let at = this.cursor++ % total;
+    if (at < weight) return self.id;
+    at -= weight;
+    for (const [node, n] of this.nodes) {
+      if (!alive(node)) continue;
+      if (at < n.members) return node;
+      at -= n.members;
+    }
+    return undefined;
+  }
+}
+
+/** One tenant's routes of other nodes: filter → node ids, and shared groups by filter as sent. */
+interface TenantRoutes {
+  readonly index: FilterIndex<string>;
+  /** Non-shared routes in `index`. */
+  routes: number;
+  /** Topic filter → ids (filter as sent) of `groups`, created with the first group. */
+  groupIndex: FilterIndex<string> | undefined;
+  readonly groups: Map<string, RemoteGroup>;
+}
+
+/**
+ * Every node's routes, from a watch of the bucket: per tenant, filter → node ids, and the shared
+ * groups with members on other nodes. Which of those nodes are alive is asked at match time
+ * (membership), so a dead node's keys cost nothing.
  */
 export class RouteTable {
   private readonly byKey = new Map<string, RouteRecord>();
-  private readonly tenants = new Map<string, { index: FilterIndex<string>; routes: number }>();
+  private readonly tenants = new Map<string, TenantRoutes>();
   private readonly seen = new Set<string>();
 
   constructor(
@@ -132,12 +235,12 @@ export class RouteTable {
     private readonly logger: Logger,
   ) {}
 
-  /** Routes of other nodes, alive or not. */
+  /** Routes of other nodes, alive or not, shared groups' records included. */
   get size(): number {
     return this.byKey.size;
   }
 
-  apply(e: KvEntry): void {
+  apply(e: Pick<KvEntry, 'key' | 'operation' | 'json'>): void {
     if (e.operation !== 'PUT') {
       this.remove(e.key);
       return;
@@ -152,18 +255,52 @@ export class RouteTable {
       this.logger.debug({ key: e.key }, `ignoring a malformed route in ${ROUTES_BUCKET}`);
       return;
     }
-    if (record.node === this.selfId || this.byKey.has(e.key)) return;
+    if (record.node === this.selfId) return;
+    const known = this.byKey.get(e.key);
+    if (known !== undefined) {
+      // A shared group's member count changed; a plain route is put once.
+      if (known.members !== undefined && known.filter === record.filter) {
+        this.byKey.set(e.key, record);
+        this.tenants.get(record.tenant)!.groups.get(record.filter)!.nodes.get(record.node)!.members = record.members!;
+      }
+      return;
+    }
     let t = this.tenants.get(record.tenant);
-    if (t === undefined) this.tenants.set(record.tenant, (t = { index: this.newIndex(), routes: 0 }));
+    if (t === undefined)
+      this.tenants.set(record.tenant, (t = { index: this.newIndex(), routes: 0, groupIndex: undefined, groups: new Map() }));
+    if (!(record.members === undefined ? this.addRoute(t, record) : this.addGroup(t, record))) {
+      this.logger.debug({ key: e.key }, `ignoring a route with an invalid filter in ${ROUTES_BUCKET}`);
+      if (t.routes === 0 && t.groups.size === 0) this.tenants.delete(record.tenant);
+      return;
+    }
+    this.byKey.set(e.key, record);
+  }
+
+  private addRoute(t: TenantRoutes, record: RouteRecord): boolean {
     try {
       t.index.add(record.filter, record.node);
     } catch {
-      this.logger.debug({ key: e.key }, `ignoring a route with an invalid filter in ${ROUTES_BUCKET}`);
-      if (t.routes === 0) this.tenants.delete(record.tenant);
-      return;
+      return false;
     }
     t.routes++;
-    this.byKey.set(e.key, record);
+    return true;
+  }
+
+  private addGroup(t: TenantRoutes, record: RouteRecord): boolean {
+    let g = t.groups.get(record.filter);
+    if (g === undefined) {
+      const parsed = parseSubscription(record.filter);
+      if (parsed.shareKind !== 'share' && parsed.shareKind !== 'oshare') return false;
+      t.groupIndex ??= this.newIndex();
+      try {
+        t.groupIndex.add(parsed.topicFilter, record.filter);
+      } catch {
+        return false;
+      }
+      t.groups.set(record.filter, (g = new RemoteGroup(parsed.shareKind, parsed.group, parsed.topicFilter)));
+    }
+    g.nodes.set(record.node, { members: record.members!, weight: nodeWeight(record.node) });
+    return true;
   }
 
   private remove(key: string): void {
@@ -171,8 +308,18 @@ export class RouteTable {
     if (record === undefined) return;
     this.byKey.delete(key);
     const t = this.tenants.get(record.tenant)!;
-    t.index.remove(record.filter, record.node);
-    if (--t.routes === 0) this.tenants.delete(record.tenant);
+    if (record.members === undefined) {
+      t.index.remove(record.filter, record.node);
+      t.routes--;
+    } else {
+      const g = t.groups.get(record.filter)!;
+      g.nodes.delete(record.node);
+      if (g.nodes.size === 0) {
+        t.groups.delete(record.filter);
+        t.groupIndex!.remove(g.topicFilter, record.filter);
+      }
+    }
+    if (t.routes === 0 && t.groups.size === 0) this.tenants.delete(record.tenant);
   }
 
   /** Forgets everything (a new watch replays the bucket). */
@@ -182,14 +329,25 @@ export class RouteTable {
   }
 
   /** Whether any other node has a route in the tenant (the cheap check before a match). */
+  /** Whether `nodeId` (a live node or not) has a route of this exact (tenant, filter). */
+  hasRoute(nodeId: string, tenantId: string, filter: string): boolean {
+    return this.byKey.has(routeKey(nodeId, tenantId, filter));
+  }
+
   has(tenantId: string): boolean {
     return this.tenants.has(tenantId);
   }
 
-  /** Calls `visit` once per node whose routes match `topic` in the tenant (alive or not). */
+  /** Whether any other node has members of a shared group in the tenant. */
+  hasGroups(tenantId: string): boolean {
+    const t = this.tenants.get(tenantId);
+    return t !== undefined && t.groups.size > 0;
+  }
+
+  /** Calls `visit` once per node whose non-shared routes match `topic` in the tenant (alive or not). */
   nodesFor(tenantId: string, topic: string, visit: (nodeId: string) => void): void {
     const t = this.tenants.get(tenantId);
-    if (t === undefined) return;
+    if (t === undefined || t.routes === 0) return;
     const seen = this.seen;
     seen.clear();
     t.index.match(topic, (node) => {
@@ -197,5 +355,13 @@ export class RouteTable {
       seen.add(node);
       visit(node);
     });
+  }
+
+  /** Calls `visit` once per shared group of other nodes whose topic filter matches `topic` in the tenant. */
+  groupsFor(tenantId: string, topic: string, visit: (group: RemoteGroup) => void): void {
+    const t = this.tenants.get(tenantId);
+    if (t?.groupIndex === undefined) return;
+    const groups = t.groups;
+    t.groupIndex.match(topic, (id) => visit(groups.get(id)!));
   }
 }

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { TenantUsageReader } from '@bifro/spi';
 import type { BrokerConfig } from '../base/config-types';
 import type { Logger } from '../base/logger';
-import { DEFAULT_STORAGE_PACKAGE } from './defaults/default-storage';
+import { CLUSTER_STORAGE_PACKAGE, clusterStorageOptions, DEFAULT_STORAGE_PACKAGE } from './defaults/default-storage';
 import type { PluginHost } from './managers';
 import { loadPluginHost } from './plugin-host';
 
@@ -22,5 +22,14 @@ export { DEV_ALLOW_ALL_AUTH } from './defaults/dev-allow-all-auth';
  * (after closing what was already loaded); a broken optional one is logged at warn and skipped.
  */
 export async function loadPlugins(config: BrokerConfig, logger: Logger, usage: TenantUsageReader): Promise<PluginHost> {
-  return loadPluginHost(config, logger, usage, { defaultStoragePackage: DEFAULT_STORAGE_PACKAGE });
+  // Cluster mode defaults to the storage the nodes share.
+  const cluster = config.cluster;
+  return loadPluginHost(
+    config,
+    logger,
+    usage,
+    cluster === undefined
+      ? { defaultStoragePackage: DEFAULT_STORAGE_PACKAGE }
+      : { defaultStoragePackage: CLUSTER_STORAGE_PACKAGE, defaultStorageOptions: clusterStorageOptions(cluster) },
+  );
 }

@@ -33,6 +33,8 @@ export const LOAD_ORDER = [
 export interface PluginHostOptions {
   /** The storage package used when the config names none. */
   readonly defaultStoragePackage: string;
+  /** The default storage's options (cluster mode: the cluster's NATS settings). */
+  readonly defaultStorageOptions?: Readonly<Record<string, unknown>>;
 }
 
 /** One loaded instance, as the host keeps it for the managers, the plugin list and shutdown. */
@@ -166,7 +168,7 @@ export async function loadPluginHost(
     if (configured)
       log.warn({ plugin: name, kind: 'storage' }, `the configured storage plugin was skipped: falling back to the default ${name}`);
     try {
-      await loadRef({ use: name, required: true, options: {} }, 'storage');
+      await loadRef({ use: name, required: true, options: options.defaultStorageOptions ?? {} }, 'storage');
     } catch (err) {
       if (err instanceof BifroError && err.code === 'BIFRO_PLUGIN_NOT_FOUND') {
         throw pluginError(

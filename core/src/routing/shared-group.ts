@@ -72,6 +72,46 @@ function fmix32(x: number): number {
   return h >>> 0;
 }
 
+/**
+ * The key of one message for ordered picks: publisher, a separator no client id contains (U+0000
+ * folded in as one FNV round), then topic. The same for the member pick and the node pick.
+ */
+export function orderedKey(publisherClientId: string, topic: string): number {
+  return fnv1a(topic, Math.imul(fnv1a(publisherClientId, FNV_OFFSET), FNV_PRIME));
+}
+
+/** The fixed weight of one rendezvous candidate (a member's client id, a node's id), from `seed`. */
+export function rendezvousWeight(id: string, seed: number = FNV_OFFSET): number {
+  return fmix32(fnv1a(id, seed));
+}
+
+/** A candidate's score for one key: the highest score wins (ties: the smallest id). */
+export function rendezvousScore(key: number, weight: number): number {
+  return fmix32(key ^ weight);
+}
+
+/** A shared group by name alone: what a forwarded message says its receiver is to serve (docs/cluster.md § Shared subscriptions). */
+export interface SharedGroupRef {
+  readonly shareKind: 'share' | 'oshare';
+  readonly group: string;
+  readonly topicFilter: string;
+}
+
+/** Whether two references name the same group (kind, group and topic filter). */
+export function sameGroup(a: SharedGroupRef, b: SharedGroupRef): boolean {
+  return a.shareKind === b.shareKind && a.group === b.group && a.topicFilter === b.topicFilter;
+}
+
+/**
+ * Cluster mode: which of a message's local groups this node serves. A message published here: all of
+ * them, until the cluster's pick assigns some elsewhere; one another node forwarded: only those it names.
+ */
+export function servedHere(groups: readonly SharedGroupRef[], named: readonly SharedGroupRef[] | undefined): boolean[] {
+  const out = new Array<boolean>(groups.length);
+  for (let i = 0; i < groups.length; i++) out[i] = named === undefined || named.some((n) => sameGroup(n, groups[i]!));
+  return out;
+}
+
 /** One shared group: its members, with their hash weights and the round-robin cursor. */
 export class SharedGroup<S> implements SharedGroupMatch<S> {
   readonly members: SharedMember<S>[] = [];
@@ -99,7 +139,7 @@ export class SharedGroup<S> implements SharedGroupMatch<S> {
     }
     this.index.set(sub.clientId, this.members.length);
     this.members.push(sub);
-    this.weights.push(fmix32(fnv1a(sub.clientId, FNV_OFFSET)));
+    this.weights.push(rendezvousWeight(sub.clientId));
     return false;
   }
 
@@ -143,13 +183,12 @@ export class SharedGroup<S> implements SharedGroupMatch<S> {
   }
 
   private pickOrdered(publisherClientId: string, topic: string): SharedMember<S> {
-    // Key hash over publisher, a separator no client id contains (U+0000), then topic.
-    const key = fnv1a(topic, Math.imul(fnv1a(publisherClientId, FNV_OFFSET), FNV_PRIME));
+    const key = orderedKey(publisherClientId, topic);
     const members = this.members;
     let best = 0;
     let bestScore = -1;
     for (let i = 0; i < members.length; i++) {
-      const score = fmix32(key ^ this.weights[i]!);
+      const score = rendezvousScore(key, this.weights[i]!);
       if (score > bestScore || (score === bestScore && members[i]!.clientId < members[best]!.clientId)) {
         best = i;
         bestScore = score;

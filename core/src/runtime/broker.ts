@@ -15,6 +15,7 @@ import type { ListenerAddress } from '../transport/listener-address';
 import { Engine } from '../broker/engine';
 import { LocalRouter } from '../routing/local-router';
 import { ClusterRouter } from '../routing/cluster-router';
+import { ClusterSessions } from '../broker/cluster-sessions';
 import { TopicTrie } from '../routing/topic-trie';
 import { PROTOCOL_TOPIC_LIMITS, validateTopicName } from '../routing/topic';
 import { CountedWaiter } from '../session/counted-waiter';
@@ -31,6 +32,8 @@ import type { ApiContext, BrokerState } from '../api/api-context';
 import { startApi, type RunningApi } from '../api/api-server';
 import { standaloneView, type NodeLoad, type ReceivedMessage, type RunningCluster } from '../cluster/cluster-view';
 import { CORE_VERSION } from '../plugin-host/core-version';
+import { PLUGIN_TOKENS } from '../plugin-host/tokens';
+import { NodeDrain } from '../broker/node-drain';
 
 export type { ListenerAddress } from '../transport/listener-address';
 
@@ -99,6 +102,9 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     logger.warn({ dataDir: config.dataDir, err: describeError(err) }, `cannot secure the data directory ${config.dataDir}`),
   );
   registerPluginHost(container, host);
+  // Cluster mode: a draining node's answers override the balancer plugin's (docs/cluster.md § Drain and removal).
+  const drain = config.cluster !== undefined ? new NodeDrain(host.balancer, clock, logger) : undefined;
+  if (drain !== undefined) container.register(PLUGIN_TOKENS.Balancer, { useValue: drain });
   for (const p of host.plugins) {
     logger.info(
       { plugin: p.name, version: p.version, kinds: p.kinds, source: p.source },
@@ -123,6 +129,7 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     config,
     logger,
     engine,
+    drain,
     storage: host.storage,
     plugins: host.plugins,
     clock,
@@ -134,7 +141,14 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
   let api: RunningApi | undefined;
   let cluster: RunningCluster | undefined;
   try {
-    const restored = await engine.sessions.restore();
+    // Storage a whole cluster shares holds every node's sessions: a node takes back only its own, from the registry.
+    const sharedStorage = config.cluster !== undefined && host.storage.shared === true;
+    if (config.cluster !== undefined && !sharedStorage)
+      logger.warn(
+        { plugin: host.plugins.find((p) => p.kinds.includes('storage'))?.name },
+        'cluster mode with storage the nodes do not share (plugins.storage): a persistent session stays on its node, and moves without its inbox; remove plugins.storage to use @bifro/plugin-storage-nats',
+      );
+    const restored = sharedStorage ? 0 : await engine.sessions.restore();
     if (restored > 0) logger.info({ sessions: restored }, `restored ${restored} persistent sessions`);
     // Bans are in force before the first CONNECT is read.
     await engine.bans.load();
@@ -146,8 +160,28 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     const listenerAddresses = bound.map((l) => `${l.host}:${l.port}`);
     const load = (): NodeLoad => nodeLoad(usage, rates);
     if (clusterRouter !== undefined) {
-      cluster = startClusterMode(config, logger, bound, startedAt, load, clusterRouter, engine, clock);
+      cluster = startClusterMode(config, logger, bound, startedAt, load, clusterRouter, engine, clock, drain);
       engine.remote = cluster;
+      const running = cluster;
+      drain?.attach({
+        nodes: () => running.nodes(),
+        listenerNames: bound.map((l) => l.name),
+        announce: () => running.announce(),
+        sweep: (perSecond, active) => engine.redirects.drain(perSecond, active),
+        nodeId: running.nodeId,
+        connections: () => engine.connections.size,
+        relay: (node, request) => running.relayDrain(node, request),
+      });
+      engine.clusterSessions = new ClusterSessions(
+        cluster.nodeId,
+        cluster.sessions,
+        engine.sessions,
+        host.storage,
+        sharedStorage,
+        logger,
+        clock,
+        (node, tenantId, filter) => running.hasRoute(node, tenantId, filter),
+      );
     }
     // Standalone, the nodes endpoint and the cluster metrics see this broker alone.
     const nodes =
@@ -234,6 +268,7 @@ function startClusterMode(
   router: ClusterRouter<Session>,
   engine: Engine,
   clock: Clock,
+  drain: NodeDrain | undefined,
 ): RunningCluster {
   const clusterConfig = config.cluster!;
   const nodeId = clusterConfig.nodeId ?? `${config.nodeId}-${bound[0]?.port ?? 0}`;
@@ -251,6 +286,11 @@ function startClusterMode(
     newIndex: () => new TopicTrie<string>(),
     deliver: (messages, done) => deliverFromNode(engine, messages, done),
     clock,
+    draining: () => drain?.draining === true,
+    drainRequest: drain === undefined ? undefined : (request) => drain.handle(request),
+    // Quotas cluster-wide: the retained totals of a shared store are counted by the store.
+    usage: engine.usage,
+    sharedStorage: engine.persistence.storage.shared === true,
   });
 }
 
@@ -290,7 +330,7 @@ function deliverFromNode(engine: Engine, messages: readonly ReceivedMessage[], d
       r.publisherClientId,
     );
     try {
-      engine.publish(r.tenantId, msg, r.qos === 0 ? undefined : waiter, true);
+      engine.publish(r.tenantId, msg, r.qos === 0 ? undefined : waiter, r.groups);
     } catch (err) {
       engine.logger.error({ tenantId: r.tenantId, topic: r.topic, err: describeError(err) }, 'forwarded message not distributed');
       if (r.qos !== 0) {

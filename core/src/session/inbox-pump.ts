@@ -55,6 +55,17 @@ export class SessionInbox<S extends InboxOwner> {
     private readonly host: InboxHost<S>,
   ) {}
 
+  /**
+   * Entries up to `seq` are already in flight (their records say so): reading starts after them,
+   * even when the commit of a previous owner did not reach storage.
+   */
+  skipTo(seq: number): void {
+    if (seq <= this.cursor) return;
+    this.cursor = seq;
+    // The commit that did not land, made now: the next owner must not read them either.
+    this.host.persistence.commit(this.session, seq).catch((err: unknown) => this.host.storageFailed(this.session, 'inbox commit', err));
+  }
+
   /** Forget the backlog and the cursor (clean start, session end). */
   clear(): void {
     this.account(-this.bytes);
@@ -102,7 +113,7 @@ export class SessionInbox<S extends InboxOwner> {
   /**
    * Move inbox entries into flight while the window allows. The inflight records (with their
    * messages) and the inbox commit are issued in the same tick, so a backend that groups writes
-   * (storage-level) stores them in one batch.
+   * (storage-level) stores them in one batch; with shared storage the commit waits for the records.
    */
   async pump(): Promise<void> {
     const session = this.session;
@@ -150,12 +161,16 @@ export class SessionInbox<S extends InboxOwner> {
             current?.sendPublish(d, 0, false);
             continue;
           }
-          records.push({ packetId: session.sendFromInbox(d, current), phase: 'publish', message: e });
+          records.push({ packetId: session.sendFromInbox(d, current), phase: 'publish', message: e, inboxSeq: e.seq });
         }
         // Large messages: fewer per read, so a read holds about one connection bound of them.
         this.readMax = Math.max(1, Math.min(INBOX_READ_BATCH, Math.floor((link.maxQueuedBytes * seen) / Math.max(1, readBytes))));
         const p = this.host.persistence;
-        await Promise.all([records.length > 0 ? p.putInflight(session, records) : undefined, p.commit(session, this.cursor)]);
+        const put = records.length > 0 ? p.putInflight(session, records) : undefined;
+        // Storage over the network (a cluster's) writes each store on its own: the records first,
+        // then the commit, so a crash in between leaves a duplicate, never a loss.
+        if (p.storage.shared === true) await put;
+        await Promise.all([put, p.commit(session, this.cursor)]);
       }
     } catch (err) {
       this.host.storageFailed(session, 'inbox pump', err);

@@ -43,8 +43,11 @@ export function fromInboxMessage(m: InboxMessage): Delivery {
 }
 
 function willRecord(session: PersistedSession): WillRecord | undefined {
-  const will = session.will;
-  if (will === undefined) return undefined;
+  return session.will === undefined ? undefined : toWillRecord(session.will);
+}
+
+/** A will as storage (and the cluster's session registry) keeps it. */
+export function toWillRecord(will: SessionWill): WillRecord {
   const s = toStored(will.message);
   return { topic: s.topic, payload: s.payload, qos: s.qos, retain: s.retain, properties: s.properties, delaySeconds: will.delaySeconds };
 }

@@ -16,6 +16,9 @@ import { willFromRecord } from './session-persistence';
 import { SortedIds } from './sorted-ids';
 import type { TimerWheel } from './timer-wheel';
 
+/** How often a handed-over session checks whether its routes may go ({@link SessionRegistry.forget}). */
+const MOVED_CHECK_MS = 50;
+
 /** Session Expiry Interval meaning "never" (§3.1.2). */
 export const NEVER_EXPIRES = 0xffffffff;
 
@@ -28,6 +31,16 @@ export interface SessionRegistryHost extends SessionHost {
   publish(tenantId: string, msg: Message): number;
   /** Store or clear a retained message (a retained will); resolves when done. */
   retainMessage(client: ClientInfo, msg: Message): Promise<unknown>;
+}
+
+/**
+ * Told of the moments a session's cluster-wide registry entry changes (cluster mode only): its
+ * connection went away, its delayed will fired, it ended.
+ */
+export interface SessionObserver {
+  disconnected(session: Session): void;
+  willFired(session: Session): void;
+  ended(session: Session): void;
 }
 
 /** A connection as the registry takes its session away (the connection, seen from the session). */
@@ -61,6 +74,10 @@ export class SessionRegistry {
    * the admin API pages through, without sorting the broker's sessions for every page.
    */
   private readonly byTenant = new Map<string, SortedIds>();
+  /** Cluster mode: the registry entries of the cluster follow the sessions of this one. */
+  observer: SessionObserver | undefined;
+  /** Sessions handed to another node whose routes are kept a moment ({@link forget}). */
+  private readonly moving = new Map<string, { session: Session; timer: NodeJS.Timeout }>();
 
   constructor(
     private readonly host: SessionRegistryHost,
@@ -79,6 +96,11 @@ export class SessionRegistry {
 
   get size(): number {
     return this.byKey.size;
+  }
+
+  /** Every session (do not start or end sessions while iterating). */
+  all(): IterableIterator<Session> {
+    return this.byKey.values();
   }
 
   /**
@@ -141,13 +163,22 @@ export class SessionRegistry {
     const session = this.byKey.get(key);
     const live = session?.link;
     if (live === undefined || live === conn) return;
-    const taken = live as TakenConnection;
+    this.disconnectTaken(session!, 'session taken over');
+  }
+
+  /** Closes the session's connection with 0x8E Session taken over [MQTT-3.1.4-3] (v3: closed), reported as a kick. */
+  disconnectTaken(session: Session, reason: string): void {
+    const taken = session.link as TakenConnection | undefined;
+    if (taken === undefined) return;
     taken.closeCause = 'reported';
-    this.host.emit('kicked', session!.client, { remoteAddress: taken.origin.remoteAddress, reason: 'session taken over' });
+    this.host.emit('kicked', session.client, { remoteAddress: taken.origin.remoteAddress, reason });
     taken.disconnect(RC.SessionTakenOver);
   }
 
   create(client: ClientInfo, expirySeconds: number): Session {
+    // The session comes back here before the grace of its hand-over ended: the old routes go first.
+    const moved = this.moving.get(sessionListKey(client.tenantId, client.clientId));
+    if (moved !== undefined) this.dropMoved(moved.session);
     const session = new Session(
       sessionListKey(client.tenantId, client.clientId),
       client,
@@ -213,16 +244,12 @@ export class SessionRegistry {
     session.expireAt = session.expirySeconds === NEVER_EXPIRES ? 0 : now + session.expirySeconds * 1000;
     const next = nextDeadline(session);
     if (next > 0) this.wheel.schedule(session, next);
+    this.observer?.disconnected(session);
   }
 
   /** End a session: subscriptions removed, state dropped, a pending will published [MQTT-3.1.3-9]. */
   end(session: Session): void {
-    if (this.byKey.get(session.key) !== session) return;
-    this.byKey.delete(session.key);
-    const ids = this.byTenant.get(session.tenantId);
-    if (ids !== undefined && ids.delete(session.clientId) && ids.size === 0) this.byTenant.delete(session.tenantId);
-    this.usage.bump(session.tenantId, COUNTER.sessions, -1);
-    this.wheel.cancel(session);
+    if (!this.unindex(session)) return;
     if (session.willAt !== 0) this.fireWill(session);
     this.router.removeAll(session.tenantId, session.clientId);
     for (const filter of session.countedFilters()) this.limits.releaseSubscription(session, filter);
@@ -233,7 +260,56 @@ export class SessionRegistry {
       this.usage.add(session.tenantId, 'TotalPersistentSessions', -1);
       this.host.persistence.deleteSession(session).catch((err: unknown) => this.host.storageFailed(session, 'session delete', err));
     }
+    this.observer?.ended(session);
     this.host.emit('sessionStopped', session.client, {});
+  }
+
+  /** Out of the index, the session count and the timer wheel; false when it was not (or no longer) this registry's. */
+  private unindex(session: Session): boolean {
+    if (this.byKey.get(session.key) !== session) return false;
+    this.byKey.delete(session.key);
+    const ids = this.byTenant.get(session.tenantId);
+    if (ids !== undefined && ids.delete(session.clientId) && ids.size === 0) this.byTenant.delete(session.tenantId);
+    this.usage.bump(session.tenantId, COUNTER.sessions, -1);
+    this.wheel.cancel(session);
+    return true;
+  }
+
+  /**
+   * Stop serving a session another node serves now (cluster mode): out of the index at once,
+   * nothing published, nothing deleted from storage. Its routes stay for `graceMs`, so the other
+   * nodes see the new owner's routes before this node's go; meanwhile a QoS 1/2 message matching
+   * them is refused (the publisher sends it again) rather than acknowledged and lost.
+   */
+  forget(session: Session, graceMs: number, replaced?: (session: Session) => boolean): void {
+    if (!this.unindex(session)) return;
+    session.will = undefined;
+    session.willAt = 0;
+    session.movedAway = true;
+    session.clearState();
+    // Sooner once `replaced` says the new owner's routes are seen here: the routes bucket is one
+    // ordered stream, so a node that sees these go has seen those come.
+    const deadline = Date.now() + graceMs;
+    const timer = setInterval(() => {
+      if (Date.now() >= deadline || replaced?.(session) === true) this.dropMoved(session);
+    }, MOVED_CHECK_MS);
+    timer.unref();
+    this.moving.set(session.key, { session, timer });
+  }
+
+  /** The end of a forgotten session's grace: its routes and subscriptions go. */
+  private dropMoved(session: Session): void {
+    const moving = this.moving.get(session.key);
+    if (moving?.session !== session) return;
+    clearInterval(moving.timer);
+    this.moving.delete(session.key);
+    this.router.removeAll(session.tenantId, session.clientId);
+    for (const filter of session.countedFilters()) this.limits.releaseSubscription(session, filter);
+    session.dropSubscriptions();
+    if (session.stored) {
+      session.stored = false;
+      this.usage.add(session.tenantId, 'TotalPersistentSessions', -1);
+    }
   }
 
   fireWill(session: Session): void {
@@ -241,7 +317,12 @@ export class SessionRegistry {
     session.will = undefined;
     session.willAt = 0;
     if (will === undefined) return;
-    if (this.host.shuttingDown && this.settings.get(session.tenantId, 'NoLWTWhenServerShuttingDown')) return;
+    this.publishWill(session.client, will);
+  }
+
+  /** Publish a will now, with the client's publish permission at this time (a session's, or one of a node that left). */
+  publishWill(client: ClientInfo, will: SessionWill): void {
+    if (this.host.shuttingDown && this.settings.get(client.tenantId, 'NoLWTWhenServerShuttingDown')) return;
     // The will's Message Expiry Interval counts from its publication.
     const w = will.message;
     const now = this.wheel.clock();
@@ -257,24 +338,24 @@ export class SessionRegistry {
       w.publisherClientId,
     );
     // The will is published with the client's publish permission at the time it fires.
-    const allowed = this.acl.check(session.client, { type: 'publish', topic: msg.topic, qos: msg.qos, retain: msg.retain });
-    if (allowed instanceof Promise) void allowed.then((ok) => this.distributeWill(session, msg, ok));
-    else this.distributeWill(session, msg, allowed);
+    const allowed = this.acl.check(client, { type: 'publish', topic: msg.topic, qos: msg.qos, retain: msg.retain });
+    if (allowed instanceof Promise) void allowed.then((ok) => this.distributeWill(client, msg, ok));
+    else this.distributeWill(client, msg, allowed);
   }
 
-  private distributeWill(session: Session, msg: Message, allowed: boolean): void {
+  private distributeWill(client: ClientInfo, msg: Message, allowed: boolean): void {
     const host = this.host;
     if (!allowed || isReservedTopic(msg.topic)) {
-      host.emit('pubActionDisallow', session.client, { topic: msg.topic, qos: msg.qos, will: true });
+      host.emit('pubActionDisallow', client, { topic: msg.topic, qos: msg.qos, will: true });
       return;
     }
     try {
-      if (msg.retain) host.retainMessage(session.client, msg).catch(() => undefined);
-      host.publish(session.tenantId, msg);
-      host.emit('willDistributed', session.client, { topic: msg.topic });
+      if (msg.retain) host.retainMessage(client, msg).catch(() => undefined);
+      host.publish(client.tenantId, msg);
+      host.emit('willDistributed', client, { topic: msg.topic });
     } catch (err) {
-      this.logger.error({ clientId: session.clientId, err: describeError(err) }, 'will not distributed');
-      host.emit('willDistError', session.client, { topic: msg.topic });
+      this.logger.error({ clientId: client.clientId, err: describeError(err) }, 'will not distributed');
+      host.emit('willDistError', client, { topic: msg.topic });
     }
   }
 
@@ -285,6 +366,7 @@ export class SessionRegistry {
       this.fireWill(session);
       // The will is gone from the record too, so a restart does not publish it again.
       if (session.stored && this.byKey.get(session.key) === session) this.save(session, session.disconnectedAt).catch(() => undefined);
+      if (this.byKey.get(session.key) === session) this.observer?.willFired(session);
     }
     if (session.expireAt !== 0 && now >= session.expireAt) {
       this.end(session);
@@ -311,14 +393,29 @@ export class SessionRegistry {
       after = sessionListKey(last.tenantId, last.clientId);
       if (page.length < 1000) break;
     }
-    for (const session of restored) {
-      const next = this.onDeadline(session, now);
-      if (next > 0) this.wheel.schedule(session, next);
-    }
+    for (const session of restored) this.scheduleRestored(session, now);
     return restored.length;
   }
 
+  /**
+   * Bring back one stored session another node served (cluster mode, shared storage): like a
+   * restored one at boot, its will and expiry deadlines from the record.
+   */
+  adopt(record: SessionRecord): Session {
+    const now = this.wheel.clock();
+    const session = this.restoreSession(record, now);
+    this.scheduleRestored(session, now);
+    return session;
+  }
+
+  private scheduleRestored(session: Session, now: number): void {
+    const next = this.onDeadline(session, now);
+    if (next > 0) this.wheel.schedule(session, next);
+  }
+
   private restoreSession(r: SessionRecord, now: number): Session {
+    const moved = this.moving.get(sessionListKey(r.tenantId, r.clientId));
+    if (moved !== undefined) this.dropMoved(moved.session);
     const client: ClientInfo = {
       tenantId: r.tenantId,
       userId: r.userId,
@@ -357,6 +454,8 @@ export class SessionRegistry {
 
   /** Drop every session from the wheel and the registry (broker stop). */
   close(): void {
+    for (const { timer } of this.moving.values()) clearInterval(timer);
+    this.moving.clear();
     for (const session of this.byKey.values()) this.wheel.cancel(session);
     this.byKey.clear();
     this.byTenant.clear();

@@ -78,6 +78,11 @@ export class Session implements WheelEntry {
   private counted: Map<string, ResourceType> | undefined;
   private inflightMap: Map<number, Inflight> | undefined;
   will: SessionWill | undefined;
+  /**
+   * Cluster mode: handed over to another node, its routes kept here a moment (so publishers'
+   * nodes see the new owner's routes before these go); a QoS 1/2 delivery to it fails.
+   */
+  movedAway = false;
   /** When the pending will fires (ms since epoch), 0 = none pending. */
   willAt = 0;
   /** When the disconnected session expires (ms since epoch), 0 = not scheduled. */
@@ -231,6 +236,14 @@ export class Session implements WheelEntry {
         else this.send(link, d);
       } else {
         (this.queue ??= new SessionQueue<Session>(this, this.host)).enqueue(d, link);
+      }
+      return undefined;
+    }
+    if (this.movedAway) {
+      // Served by another node now (cluster mode): this node takes no responsibility for it.
+      if (d.qos > 0 && waiter !== undefined) {
+        waiter.hold();
+        waiter.fail(new Error(`session ${this.clientId} moved to another node`));
       }
       return undefined;
     }
@@ -428,6 +441,9 @@ export class Session implements WheelEntry {
       }
       for (const id of incoming) this.inboundQoS2.add(id);
       if (backlog > 0 || this.inboxState !== undefined) this.inbox.backlog = backlog;
+      let inFlightUpTo = 0;
+      for (const r of records) if (r.inboxSeq !== undefined && r.inboxSeq > inFlightUpTo) inFlightUpTo = r.inboxSeq;
+      if (inFlightUpTo > 0) this.inbox.skipTo(inFlightUpTo);
       this.loaded = true;
     } catch (err) {
       this.host.storageFailed(this, 'session load', err);

@@ -34,18 +34,32 @@ export class TenantState {
   readonly values = new Float64Array(RESOURCE_TYPES.length);
   /** When each rate's current window started. */
   readonly windowStart = new Float64Array(RESOURCE_TYPES.length);
+  /** Per rate, what its closed windows counted: with the current one, what it ever counted (cluster usage derives rates from it). */
+  readonly closedWindows = new Float64Array(RESOURCE_TYPES.length);
   /** Traffic counters, indexed by {@link COUNTER}. */
   readonly counters = new Float64Array(COUNTER_COUNT);
   /** Negative throttler answers per resource, indexed like RESOURCE_TYPES; made at the first one. */
   refusals: Float64Array | undefined = undefined;
+  /** A value or rate changed since the cluster's usage publisher last looked (set always: a field write is cheaper than a test). */
+  changed = false;
+  /** In cluster mode, the other live nodes' usage of the tenant summed (the same array, updated in place, while there is some). */
+  remote: Float64Array | undefined = undefined;
 
   /** Count `amount` into the current one-second window of the rate at `index`. */
   countRate(index: number, amount: number, now: number): void {
     if (now - this.windowStart[index]! >= 1000) {
       this.windowStart[index] = now;
+      // Folded at the roll, not per count: the hot path stays one add.
+      this.closedWindows[index]! += this.values[index]!;
       this.values[index] = 0;
     }
     this.values[index]! += amount;
+    this.changed = true;
+  }
+
+  /** Everything the rate at `index` ever counted. */
+  counted(index: number): number {
+    return this.closedWindows[index]! + this.values[index]!;
   }
 
   get(index: number, now: number): number {
@@ -92,14 +106,43 @@ export interface TenantMetrics {
  */
 export class TenantUsage implements TenantUsageReader {
   private readonly tenants = new Map<string, TenantState>();
+  /** In cluster mode, the other live nodes' usage per tenant, summed as their updates arrive (cluster/usage.ts). */
+  private remote: ReadonlyMap<string, Float64Array> | undefined = undefined;
 
   /** `clock`: the broker's clock, rate windows are read against it. */
   constructor(private readonly clock: Clock = Date.now) {}
 
+  /** This node's usage, plus the other nodes' in cluster mode: what quotas are checked against. */
   get(tenantId: string, resource: ResourceType): number {
+    const index = RESOURCE_INDEX.get(resource)!;
     const state = this.tenants.get(tenantId);
-    if (state === undefined) return 0;
-    return state.get(RESOURCE_INDEX.get(resource)!, this.clock());
+    if (state !== undefined) {
+      const local = state.get(index, this.clock());
+      return state.remote === undefined ? local : local + state.remote[index]!;
+    }
+    return this.remote?.get(tenantId)?.[index] ?? 0;
+  }
+
+  /** Whether {@link get} adds the other nodes' usage (cluster mode). */
+  get clusterWide(): boolean {
+    return this.remote !== undefined;
+  }
+
+  /** Whether other live nodes report usage of the tenant (cluster mode). */
+  usedElsewhere(tenantId: string): boolean {
+    return this.remote?.has(tenantId) === true;
+  }
+
+  /** Cluster mode: {@link get} adds these sums (tenant → values indexed like RESOURCE_TYPES), kept up to date by their owner. */
+  addRemote(sums: ReadonlyMap<string, Float64Array>): void {
+    this.remote = sums;
+    for (const [tenantId, state] of this.tenants) state.remote = sums.get(tenantId);
+  }
+
+  /** A tenant's entry in the remote sums appeared or went (its values change in place): linked to its state, so a read needs no second lookup. */
+  remoteChanged(tenantId: string, sums: Float64Array | undefined): void {
+    const state = this.tenants.get(tenantId);
+    if (state !== undefined) state.remote = sums;
   }
 
   /** The tenant's state, created on first use. */
@@ -107,6 +150,7 @@ export class TenantUsage implements TenantUsageReader {
     let state = this.tenants.get(tenantId);
     if (state === undefined) {
       state = new TenantState();
+      state.remote = this.remote?.get(tenantId);
       this.tenants.set(tenantId, state);
     }
     return state;
@@ -114,12 +158,16 @@ export class TenantUsage implements TenantUsageReader {
 
   /** Add `delta` to a gauge. */
   add(tenantId: string, resource: ResourceType, delta: number): void {
-    this.state(tenantId).values[RESOURCE_INDEX.get(resource)!]! += delta;
+    const state = this.state(tenantId);
+    state.values[RESOURCE_INDEX.get(resource)!]! += delta;
+    state.changed = true;
   }
 
   /** Set a gauge (e.g. from totals a store reports). */
   set(tenantId: string, resource: ResourceType, value: number): void {
-    this.state(tenantId).values[RESOURCE_INDEX.get(resource)!] = value;
+    const state = this.state(tenantId);
+    state.values[RESOURCE_INDEX.get(resource)!] = value;
+    state.changed = true;
   }
 
   /** Count `amount` into the current one-second window of a rate. */

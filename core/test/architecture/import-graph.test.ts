@@ -127,11 +127,11 @@ describe('core/src import graph', () => {
     expect(intoRuntime.sort()).toEqual(['cli', 'index.ts']);
   });
 
-  it('keeps NATS inside cluster/, and cluster/ on base/ only (a standalone broker never loads it)', () => {
+  it('keeps NATS inside cluster/, and cluster/ on base/ and the pure topic helpers of routing/ (a standalone broker never loads it)', () => {
     const natsImporters = sourceFiles(SRC).filter((f) => /from\s+['"]nats['"]|require\(['"]nats['"]\)/.test(readFileSync(f, 'utf8')));
     expect(natsImporters.every((f) => path.relative(SRC, f).startsWith(`cluster${path.sep}`))).toBe(true);
     expect(natsImporters.length).toBeGreaterThan(0);
-    expect(folderGraph().get('cluster')).toEqual(['base']);
+    expect(folderGraph().get('cluster')).toEqual(['base', 'routing']);
     // Outside cluster/, only its type-only view is imported; the rest is required when `cluster` is configured.
     const reachIn = [...importGraph(true)]
       .filter(([file]) => !path.relative(SRC, file).startsWith(`cluster${path.sep}`))

@@ -1,4 +1,4 @@
-import { decodeFrame, encodeMessage, frame, FrameError } from '../../src/cluster/forward-frame';
+import { decodeFrame, encodeGroups, encodeMessage, frame, FrameError, NO_GROUPS_BYTES } from '../../src/cluster/forward-frame';
 import type { ForwardMessage } from '../../src/cluster/cluster-view';
 
 const NOW = 1_700_000_000_000;
@@ -63,6 +63,7 @@ describe('forwarded frame codec', () => {
           ['k', 'v2'],
           ['', ''],
         ],
+        groups: [],
       },
       {
         tenantId: '',
@@ -77,6 +78,7 @@ describe('forwarded frame codec', () => {
         responseTopic: undefined,
         correlationData: undefined,
         userProperties: undefined,
+        groups: [],
       },
     ]);
   });
@@ -98,19 +100,47 @@ describe('forwarded frame codec', () => {
       b[at] = byte;
       return b;
     };
-    expect(() => decodeFrame(patched(0, 2))).toThrow(/version/);
+    expect(() => decodeFrame(patched(0, 1))).toThrow(/version/);
     expect(() => decodeFrame(patched(4, 200))).toThrow(/count/);
-    expect(() => decodeFrame(patched(5, 3))).toThrow(/QoS 3/);
-    expect(() => decodeFrame(patched(6, 4))).toThrow(/flags/);
+    // After the header (5 bytes), the message's group count (2), then its flags.
+    expect(() => decodeFrame(patched(7, 3))).toThrow(/QoS 3/);
+    expect(() => decodeFrame(patched(8, 4))).toThrow(/flags/);
     expect(() => decodeFrame(Buffer.concat([whole, Buffer.of(0)]))).toThrow(/after the last/);
-    // The tenant string is at byte 7 (u16 length) and 9: an invalid UTF-8 byte in it.
-    expect(() => decodeFrame(patched(9, 0xff))).toThrow(/UTF-8/);
+    // The tenant string is at byte 9 (u16 length) and 11: an invalid UTF-8 byte in it.
+    expect(() => decodeFrame(patched(11, 0xff))).toThrow(/UTF-8/);
     // A string length far past the end.
-    expect(() => decodeFrame(patched(7, 0xff))).toThrow(/truncated/);
+    expect(() => decodeFrame(patched(9, 0xff))).toThrow(/truncated/);
+    // A group count with no groups behind it.
+    expect(() => decodeFrame(patched(6, 9))).toThrow(FrameError);
     const huge = Buffer.from(whole);
     huge.writeUInt32BE(0xffffffff, huge.length - 9);
     expect(() => decodeFrame(huge)).toThrow(FrameError);
     expect(() => decodeFrame(Buffer.alloc(0))).toThrow(FrameError);
+  });
+
+  it('carries the shared groups one destination is to serve in front of the message encoded once', () => {
+    const body = encodeMessage('t1', message({ topic: 's/1' }), NOW);
+    const groups = encodeGroups([
+      { shareKind: 'share', group: 'g', topicFilter: 's/+' },
+      { shareKind: 'oshare', group: 'ö', topicFilter: '#' },
+    ]);
+    const withGroups = [groups, body.subarray(NO_GROUPS_BYTES)];
+    const bytes = groups.length + body.length - NO_GROUPS_BYTES;
+    // Two messages of one frame: the same encoding, one naming groups, one not.
+    const decoded = decodeFrame(frame(2, [...withGroups, body], bytes + body.length));
+    expect(decoded.map((m) => m.groups)).toEqual([
+      [
+        { shareKind: 'share', group: 'g', topicFilter: 's/+' },
+        { shareKind: 'oshare', group: 'ö', topicFilter: '#' },
+      ],
+      [],
+    ]);
+    expect(decoded[0]).toEqual({ ...decoded[1], groups: decoded[0]!.groups });
+    // A share kind other than 0 and 1 is refused.
+    const bad = frame(1, withGroups, bytes);
+    bad[7] = 2;
+    expect(() => decodeFrame(bad)).toThrow(/share kind/);
+    for (let n = 0; n < bad.length; n++) expect(() => decodeFrame(frame(1, withGroups, bytes).subarray(0, n))).toThrow(FrameError);
   });
 
   it('survives random garbage: every input decodes or throws FrameError', () => {

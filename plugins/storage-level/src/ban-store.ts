@@ -2,7 +2,7 @@ import type { BanKind, BanRecord, BanStore } from '@bifro/spi';
 import { Scope, locked, nothingToWrite } from './group-commit';
 import { KEY_SPACE, joinKey } from './key-codec';
 import { prefixRange, type StoreContext } from './store-context';
-import { decodeBan, encodeBan } from './value-codec';
+import { decodeBan, encodeBan } from '@bifro/spi';
 
 /** The scope component of a ban key: U+0001 for every tenant, U+0002 and the tenant for one (tenant ids hold no U+0000). */
 function scopeOf(tenantId: string | undefined): string {

@@ -3,15 +3,8 @@ import { locked, nothingToWrite, type BatchOp } from './group-commit';
 import { prefixEnd, readU64, u64Key } from './key-codec';
 import type { SessionState } from './session-states';
 import { iteratorLimit, type StoreContext } from './store-context';
-import {
-  ValueReader,
-  ValueWriter,
-  decodeInboxMeta,
-  encodeInboxMeta,
-  readInboxMessage,
-  writeInboxMessage,
-  type InboxMeta,
-} from './value-codec';
+import { ValueReader, ValueWriter, readInboxMessage, writeInboxMessage } from '@bifro/spi';
+import { decodeInboxMeta, encodeInboxMeta, type InboxMeta } from './value-codec';
 
 /** Most entries a read takes by key; a longer read is a range read. */
 const MAX_POINT_READ = 1024;

@@ -3,7 +3,7 @@ import { locked, nothingToWrite, type BatchOp } from './group-commit';
 import { KEY_SPACE, joinKey, readU64, u16Key, withSeparator, writeU64 } from './key-codec';
 import type { InflightOrder, SessionState } from './session-states';
 import { prefixRange, type StoreContext } from './store-context';
-import { decodeInflight, encodeInflight } from './value-codec';
+import { decodeInflight, encodeInflight } from '@bifro/spi';
 
 /** The {@link SessionState.idKey} in a range prefix `<space><tenant>\0<client>\0`. */
 function idKeyOf(prefix: Buffer, space: Buffer): string {

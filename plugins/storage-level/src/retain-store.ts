@@ -3,11 +3,10 @@ import { Scope, locked, nothingToWrite, type BatchOp } from './group-commit';
 import { KEY_SPACE, concatKey, decodeKeyString, encodeKeyString, joinKey, prefixEnd, u16Key, withSeparator } from './key-codec';
 import { iteratorLimit, prefixRange, type StoreContext } from './store-context';
 import { levelCount, parseFilter, topicMatches, type ParsedFilter } from './topic-filter';
+import { decodeMessage, encodeMessage } from '@bifro/spi';
 import {
-  decodeMessage,
   decodeRetainedIndexValue,
   decodeRetainedMeta,
-  encodeMessage,
   encodeRetainedIndexValue,
   encodeRetainedMeta,
   type RetainedMeta,

@@ -3,7 +3,7 @@ import { locked } from './group-commit';
 import type { BatchOp } from './group-commit';
 import { KEY_SPACE, encodeKeyString, concatKey, joinKey, prefixEnd, u64Key, withSeparator } from './key-codec';
 import { iteratorLimit, prefixRange, type StoreContext } from './store-context';
-import { decodeSession, encodeSession } from './value-codec';
+import { decodeSession, encodeSession } from '@bifro/spi';
 
 /**
  * Session records under `s!<tenant>\0<client>`. The key of a session is `s!` followed by the

@@ -17,7 +17,8 @@ export function inflightCases(add: AddStorageCase): void {
   });
 
   add('inflight: list returns records in first-put order with their messages intact', async (s) => {
-    const rich: InflightRecord = { packetId: 1, phase: 'publish', message: richInboxMessage('rich/1') };
+    // inboxSeq (SPI 1.4.0): the inbox entry the message was read from, kept as it is.
+    const rich: InflightRecord = { packetId: 1, phase: 'publish', message: richInboxMessage('rich/1'), inboxSeq: 9_007_199_254_740 };
     await s.inflight.put('t1', 'c1', [publish(500), rich]);
     await s.inflight.put('t1', 'c1', [publish(3)]);
     await s.inflight.put('t1', 'c1', [{ packetId: 65535, phase: 'pubrel' }]);

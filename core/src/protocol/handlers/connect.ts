@@ -344,7 +344,26 @@ function finishConnect(
       refuse(conn, RC.QuotaExceeded, RC3.ServerUnavailable, 'tenant connection quota exhausted');
       return;
     }
+    const cluster = engine.clusterSessions;
+    if (cluster === undefined) return openSession();
+    // Cluster mode: the session is claimed in the cluster's registry first (an owner on another node hands it over).
+    const forceTransient = engine.setting(tenantId, 'ForceTransient');
+    const clean = packet.clean !== false || forceTransient;
+    const persistent = !forceTransient && (conn.v5 ? (packet.properties?.sessionExpiryInterval ?? 0) > 0 : packet.clean === false);
+    return cluster.claim(client, clean, persistent, will).then((claimed) => {
+      if (conn.isClosed()) {
+        cluster.abandoned(client);
+        return;
+      }
+      if (!claimed) {
+        refuse(conn, RC.ServerUnavailable, RC3.ServerUnavailable, 'the session registry is unavailable');
+        return;
+      }
+      return openSession();
+    });
+  }
 
+  function openSession(): void | Promise<void> {
     engine.usage.add(tenantId, 'TotalConnections', 1);
     engine.usage.count(tenantId, 'TotalConnectPerSecond', 1, engine.wheel.now);
     // Session: takeover, clean start or resume, expiry (session/session-registry.ts).

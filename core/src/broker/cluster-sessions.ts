@@ -1,0 +1,278 @@
+import type { ClientInfo, SessionRecord, Storage, WillRecord } from '@bifro/spi';
+import { sessionListKey } from '@bifro/spi';
+import type {
+  AdoptedSession,
+  ClaimOutcome,
+  OwnedState,
+  OwnedWill,
+  OwnerEntry,
+  OwnershipHandlers,
+  SessionOwnership,
+} from '../cluster/cluster-view';
+import { describeError } from '../base/errors';
+import type { Logger } from '../base/logger';
+import type { Session, SessionWill } from '../session/session';
+import { toWillRecord, willFromRecord } from '../session/session-persistence';
+import type { SessionObserver, SessionRegistry } from '../session/session-registry';
+
+/**
+ * How long at most a handed-over session's routes stay on this node (QoS 1/2 to them refused):
+ * they go as soon as the new owner's routes are seen here, usually within milliseconds.
+ */
+const HANDOVER_GRACE_MS = 5000;
+
+/** "Serving without the registry" is logged at most this often while NATS is away. */
+const UNREGISTERED_LOG_MS = 10_000;
+
+/** A will as the registry entry keeps it (JSON: binary parts in base64). */
+export function ownedWill(will: SessionWill): OwnedWill {
+  const w = toWillRecord(will);
+  const p = w.properties;
+  return {
+    topic: w.topic,
+    payload: Buffer.from(w.payload).toString('base64'),
+    qos: w.qos,
+    retain: w.retain,
+    delaySeconds: w.delaySeconds,
+    ...(p === undefined
+      ? {}
+      : {
+          properties: {
+            payloadFormatIndicator: p.payloadFormatIndicator,
+            messageExpiryInterval: p.messageExpiryInterval,
+            contentType: p.contentType,
+            responseTopic: p.responseTopic,
+            correlationData: p.correlationData === undefined ? undefined : Buffer.from(p.correlationData).toString('base64'),
+            userProperties: p.userProperties,
+          },
+        }),
+  };
+}
+
+/** The entry's will back into a storage-shaped record. */
+export function willOfEntry(w: OwnedWill): WillRecord {
+  const p = w.properties;
+  return {
+    topic: w.topic,
+    payload: Buffer.from(w.payload, 'base64'),
+    qos: w.qos,
+    retain: w.retain,
+    delaySeconds: w.delaySeconds,
+    properties:
+      p === undefined
+        ? undefined
+        : {
+            payloadFormatIndicator: p.payloadFormatIndicator,
+            messageExpiryInterval: p.messageExpiryInterval,
+            contentType: p.contentType,
+            responseTopic: p.responseTopic,
+            correlationData: p.correlationData === undefined ? undefined : Buffer.from(p.correlationData, 'base64'),
+            userProperties: p.userProperties,
+          },
+  };
+}
+
+/**
+ * The broker's side of the cluster-wide session registry (docs/cluster.md § Sessions). At
+ * CONNECT the node claims the session (a live owner elsewhere hands it over first) and, with
+ * storage every node shares, resumes what that owner wrote; afterwards the entry follows the
+ * session (disconnect, delayed will, end). Sessions of a node that left are adopted here when
+ * rendezvous hashing picks this node: persistent ones resumed from storage as offline sessions
+ * (their expiry then runs here, once for the cluster), wills of the others published now.
+ */
+export class ClusterSessions implements OwnershipHandlers, SessionObserver {
+  /** Sessions being handed to another node: their changes are no longer this node's to record. */
+  private readonly leaving = new WeakSet<Session>();
+  private lastUnregisteredLog = 0;
+
+  constructor(
+    private readonly nodeId: string,
+    private readonly owners: SessionOwnership,
+    private readonly registry: SessionRegistry,
+    private readonly storage: Storage,
+    /** Storage every node reads and writes (the cluster's): a persistent session can move. */
+    private readonly shared: boolean,
+    private readonly logger: Logger,
+    private readonly clock: () => number,
+    /** Whether this node has seen a node's route of a (tenant, filter). */
+    private readonly routes: (nodeId: string, tenantId: string, filter: string) => boolean,
+  ) {
+    owners.serve(this);
+    registry.observer = this;
+  }
+
+  /**
+   * At CONNECT, before the local registry opens the session: claim it, and bring a persistent
+   * session another node served into this one's registry. `clean` is the effective clean start.
+   * Resolves false when the claim failed (the CONNECT is refused: Server unavailable).
+   */
+  async claim(client: ClientInfo, clean: boolean, persistent: boolean, will: SessionWill | undefined): Promise<boolean> {
+    if (!this.owners.ready) {
+      // NATS away: served here alone; registered when the registry is back.
+      const now = this.clock();
+      if (now - this.lastUnregisteredLog > UNREGISTERED_LOG_MS) {
+        this.lastUnregisteredLog = now;
+        this.logger.warn(
+          { clientId: client.clientId },
+          'the session registry is not reachable: sessions are served by this node alone until it is',
+        );
+      }
+      return true;
+    }
+    let outcome: ClaimOutcome;
+    try {
+      outcome = await this.owners.claim(client.tenantId, client.clientId, {
+        userId: client.userId,
+        protocolVersion: client.protocolVersion,
+        connected: true,
+        persistent,
+        will: will === undefined ? undefined : ownedWill(will),
+      });
+    } catch (err) {
+      this.logger.warn(
+        { tenantId: client.tenantId, clientId: client.clientId, err: describeError(err) },
+        'cannot claim the session in the registry',
+      );
+      return false;
+    }
+    const previous = outcome.previous;
+    if (previous === undefined || previous.node === this.nodeId) return true;
+    const key = sessionListKey(client.tenantId, client.clientId);
+    if (this.registry.get(key) === undefined && previous.persistent && this.shared) {
+      if (clean) {
+        // Clean start discards what the other node kept [MQTT-3.1.2-4].
+        await this.storage.sessions.delete(client.tenantId, client.clientId);
+      } else {
+        const record = await this.storage.sessions.get(client.tenantId, client.clientId);
+        if (record !== undefined && this.registry.get(key) === undefined) this.resume(record, previous, false);
+        return true;
+      }
+    }
+    if (previous.connected && previous.will !== undefined && !outcome.handedOver) {
+      // Its node died with the connection: the will is due, unless this connection resumes the session within the delay.
+      const resumes = previous.persistent && this.shared && !clean && previous.will.delaySeconds > 0;
+      if (!resumes) this.publishWill(client.tenantId, client.clientId, previous);
+    }
+    return true;
+  }
+
+  /** The connection closed while its session was claimed: the claim goes unless a session is served here. */
+  abandoned(client: ClientInfo): void {
+    if (this.registry.get(sessionListKey(client.tenantId, client.clientId)) === undefined)
+      this.owners.release(client.tenantId, client.clientId);
+  }
+
+  /** The registry is reachable (again): sessions served without it meanwhile are registered. */
+  attached(): void {
+    for (const session of [...this.registry.all()]) {
+      if (this.owners.owns(session.tenantId, session.clientId)) continue;
+      void this.owners.claim(session.tenantId, session.clientId, this.state(session)).catch(() => undefined);
+    }
+  }
+
+  private state(session: Session): OwnedState {
+    return {
+      userId: session.client.userId,
+      protocolVersion: session.protocolVersion,
+      connected: session.connected,
+      persistent: session.expirySeconds > 0,
+      will: session.will === undefined ? undefined : ownedWill(session.will),
+      willAt: session.willAt === 0 ? undefined : session.willAt,
+    };
+  }
+
+  // ---- SessionObserver: the entry follows the session ----
+
+  disconnected(session: Session): void {
+    if (!this.leaving.has(session)) this.owners.update(session.tenantId, session.clientId, this.state(session));
+  }
+
+  willFired(session: Session): void {
+    if (!this.leaving.has(session)) this.owners.update(session.tenantId, session.clientId, this.state(session));
+  }
+
+  ended(session: Session): void {
+    if (!this.leaving.has(session)) this.owners.release(session.tenantId, session.clientId);
+  }
+
+  // ---- OwnershipHandlers: the registry moves a session ----
+
+  async handOver(tenantId: string, clientId: string, newOwner: string | undefined): Promise<void> {
+    const session = this.letGo(tenantId, clientId, 'session taken over by another node');
+    if (session === undefined || this.registry.get(session.key) !== session) return;
+    if (session.stored && this.shared) {
+      // What is in flight and the record reach storage before the new owner reads them.
+      await session.persist();
+      await this.registry.save(session, session.disconnectedAt);
+    }
+    // Its routes go once the new owner's are seen here for every filter it has (or after the grace).
+    const filters = [...session.subscriptions.keys()];
+    this.registry.forget(
+      session,
+      HANDOVER_GRACE_MS,
+      newOwner === undefined ? undefined : () => filters.every((f) => this.routes(newOwner, tenantId, f)),
+    );
+  }
+
+  lost(tenantId: string, clientId: string): void {
+    const session = this.letGo(tenantId, clientId, 'session claimed by another node');
+    if (session !== undefined) this.registry.forget(session, HANDOVER_GRACE_MS);
+  }
+
+  /** The session is no longer this node's to record; its connection is closed with 0x8E [MQTT-3.1.4-3]. */
+  private letGo(tenantId: string, clientId: string, reason: string): Session | undefined {
+    const session = this.registry.get(sessionListKey(tenantId, clientId));
+    if (session === undefined) return undefined;
+    this.leaving.add(session);
+    if (session.connected) {
+      this.registry.disconnectTaken(session, reason);
+      this.registry.disconnected(session, true);
+    }
+    return session;
+  }
+
+  async adopt(adopted: AdoptedSession): Promise<void> {
+    const { tenantId, clientId, entry } = adopted;
+    const local = this.registry.get(sessionListKey(tenantId, clientId));
+    if (local !== undefined) {
+      // Already here (restored from this node's own storage at boot).
+      this.owners.update(tenantId, clientId, this.state(local));
+      return;
+    }
+    if (entry.persistent && this.shared) {
+      const record = await this.storage.sessions.get(tenantId, clientId);
+      if (record !== undefined) {
+        this.resume(record, entry, true);
+        return;
+      }
+    }
+    // A transient session (or one whose state stayed on the node that left): its connection ended with its node [MQTT-3.1.2-8].
+    if (entry.will !== undefined) this.publishWill(tenantId, clientId, entry);
+    this.owners.release(tenantId, clientId);
+  }
+
+  /**
+   * A persistent session another node served, resumed here from storage. A record written while
+   * a client was connected counts as a disconnect now (its will due after its delay).
+   */
+  private resume(record: SessionRecord, entry: OwnerEntry, offline: boolean): void {
+    // The entry knows a will the record may lack (a transient session's, or set after the record was written).
+    const will = record.will ?? (entry.will !== undefined ? willOfEntry(entry.will) : undefined);
+    const session = this.registry.adopt({ ...record, will });
+    if (offline) this.owners.update(record.tenantId, record.clientId, this.state(session));
+  }
+
+  private publishWill(tenantId: string, clientId: string, entry: OwnerEntry): void {
+    const client: ClientInfo = {
+      tenantId,
+      clientId,
+      userId: entry.userId,
+      protocolVersion: entry.protocolVersion,
+      remoteAddress: '',
+      remotePort: 0,
+      listener: '',
+      attrs: {},
+    };
+    this.registry.publishWill(client, willFromRecord(willOfEntry(entry.will!), clientId, this.clock()));
+  }
+}

@@ -1,0 +1,370 @@
+import { createHash } from 'node:crypto';
+import type { KV, KvEntry, Msg, NatsConnection, Subscription } from 'nats';
+import type { Logger } from '../base/logger';
+import { describeError } from '../base/errors';
+import type { ClaimOutcome, OwnedState, OwnerEntry, OwnershipHandlers, SessionOwnership } from './cluster-view';
+import { MAX_KEY_CHARS, nodeToken, token } from './routes';
+
+/** Session key → owner entry (compare-and-set: the authority on who serves a session). */
+export const SESSIONS_BUCKET = 'bifro_sessions';
+/** `<node>.<session key>` → {tenant, client}: the sessions of one node, listed by prefix when it leaves. */
+export const OWNED_BUCKET = 'bifro_owned';
+/** An owner that does not hand a session over in this time is passed by (its own writes then fail). */
+export const HANDOVER_TIMEOUT_MS = 3000;
+/** Claims lost to a concurrent claim, tried again this many times before the CONNECT is refused. */
+const CLAIM_ATTEMPTS = 4;
+/** How often, and how long, the node that cleans up after a departed node waits for its sessions to be adopted. */
+const CLEARED_POLL_MS = 1000;
+const CLEARED_WAIT_MS = 60_000;
+/** Then this long before its routes go, so the routes of the sessions' new owners are seen everywhere first. */
+const ROUTES_GRACE_MS = 2000;
+
+/** The subject a node answers registry requests on (hand-overs). */
+export function controlSubject(nodeId: string): string {
+  return `bifro.ctl.${nodeToken(nodeId)}`;
+}
+
+/** `<base64url(tenant)>.<base64url(client)>`, or `h.<sha256>` when that is too long for a key. */
+export function sessionKey(tenantId: string, clientId: string): string {
+  const key = `${token(tenantId)}.${token(clientId)}`;
+  if (key.length <= MAX_KEY_CHARS - 80) return key;
+  return `h.${createHash('sha256').update(tenantId).update('\0').update(clientId).digest('base64url')}`;
+}
+
+/**
+ * Rendezvous (highest random weight) hashing: the node among `nodes` that takes `key`. Every node
+ * computes the same answer from the same list, and a node leaving moves only its own keys.
+ */
+export function rendezvous(nodes: readonly string[], key: string): string | undefined {
+  let best: string | undefined;
+  let bestWeight = -1;
+  for (const node of nodes) {
+    const weight = createHash('sha256').update(node).update('\0').update(key).digest().readUInt32BE(0);
+    if (weight > bestWeight || (weight === bestWeight && best !== undefined && node < best)) {
+      best = node;
+      bestWeight = weight;
+    }
+  }
+  return best;
+}
+
+function isEntry(v: unknown): v is OwnerEntry {
+  const e = v as Partial<OwnerEntry> | null;
+  return (
+    typeof e === 'object' &&
+    e !== null &&
+    typeof e.node === 'string' &&
+    typeof e.epoch === 'number' &&
+    typeof e.userId === 'string' &&
+    (e.protocolVersion === 3 || e.protocolVersion === 4 || e.protocolVersion === 5) &&
+    typeof e.connected === 'boolean' &&
+    typeof e.persistent === 'boolean'
+  );
+}
+
+function entryOf(e: KvEntry | null): OwnerEntry | undefined {
+  if (e === null || e.operation !== 'PUT') return undefined;
+  try {
+    const v: unknown = e.json();
+    return isEntry(v) ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+interface IndexValue {
+  readonly tenant: string;
+  readonly client: string;
+}
+
+/** A session this node owns: the revision of its entry, and the chain its writes go through one at a time. */
+interface Owned {
+  revision: number;
+  epoch: number;
+  chain: Promise<void>;
+  /** Set once it is no longer this node's: later writes are dropped. */
+  gone: boolean;
+}
+
+export interface SessionOwnersOptions {
+  readonly nodeId: string;
+  /** Replicas of the two buckets (already capped to the servers NATS knows). */
+  replicas(nc: NatsConnection): number;
+  /** Live node ids, this one included. */
+  liveNodes(): string[];
+  alive(nodeId: string): boolean;
+  /** A departed node's sessions have all been adopted (or waited for long enough): its routes may go. */
+  nodeCleared(nodeId: string): void;
+  readonly logger: Logger;
+}
+
+/**
+ * The cluster-wide session registry (docs/cluster.md § Sessions): one entry per session in
+ * `bifro_sessions` naming the node that serves it and an epoch, written with compare-and-set so
+ * two nodes never both own a session; the sessions of each node in `bifro_owned`, so the ones of
+ * a node that left are found by prefix and adopted by the survivor rendezvous hashing picks.
+ */
+export class SessionOwners implements SessionOwnership {
+  private nc: NatsConnection | undefined;
+  private sessions: KV | undefined;
+  private owned: KV | undefined;
+  private sub: Subscription | undefined;
+  private handlers: OwnershipHandlers | undefined;
+  private readonly mine = new Map<string, Owned>();
+  private stopped = false;
+  private readonly selfToken: string;
+
+  constructor(private readonly opts: SessionOwnersOptions) {
+    this.selfToken = nodeToken(opts.nodeId);
+  }
+
+  serve(handlers: OwnershipHandlers): void {
+    this.handlers = handlers;
+  }
+
+  /** Opens the buckets and answers hand-over requests; then takes back what this node's previous run owned. */
+  async attach(nc: NatsConnection): Promise<void> {
+    const replicas = this.opts.replicas(nc);
+    const js = nc.jetstream();
+    const [sessions, owned] = await Promise.all([
+      js.views.kv(SESSIONS_BUCKET, { history: 1, replicas }),
+      js.views.kv(OWNED_BUCKET, { history: 1, replicas }),
+    ]);
+    if (this.stopped) return;
+    this.nc = nc;
+    this.sessions = sessions;
+    this.owned = owned;
+    this.sub?.unsubscribe();
+    this.sub = nc.subscribe(controlSubject(this.opts.nodeId), { callback: (err, m) => (err === null ? void this.control(m) : undefined) });
+    // A restart within the dead-node window: its sessions are still registered to it.
+    await this.adoptFrom(this.opts.nodeId, true);
+    this.handlers?.attached();
+  }
+
+  owns(tenantId: string, clientId: string): boolean {
+    return this.mine.has(sessionKey(tenantId, clientId));
+  }
+
+  get ready(): boolean {
+    return this.sessions !== undefined && this.nc !== undefined && !this.nc.isClosed();
+  }
+
+  async claim(tenantId: string, clientId: string, state: OwnedState): Promise<ClaimOutcome> {
+    const kv = this.sessions;
+    const index = this.owned;
+    if (kv === undefined || index === undefined) throw new Error('the session registry (NATS) is not reachable');
+    const key = sessionKey(tenantId, clientId);
+    const own = this.mine.get(key);
+    if (own !== undefined && !own.gone) {
+      // Already this node's (a reconnect here): the local registry did the takeover.
+      this.update(tenantId, clientId, state);
+      await own.chain;
+      return { previous: { node: this.opts.nodeId, epoch: own.epoch, ...state }, handedOver: false };
+    }
+    for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+      let current = await kv.get(key);
+      let previous = entryOf(current);
+      let handedOver = false;
+      if (previous !== undefined && previous.node !== this.opts.nodeId && this.opts.alive(previous.node)) {
+        handedOver = await this.requestHandOver(previous.node, tenantId, clientId);
+        current = await kv.get(key);
+        previous = entryOf(current);
+      }
+      const epoch = (previous?.epoch ?? 0) + 1;
+      const value = JSON.stringify({ node: this.opts.nodeId, epoch, ...state } satisfies OwnerEntry);
+      const indexed = index.put(`${this.selfToken}.${key}`, JSON.stringify({ tenant: tenantId, client: clientId } satisfies IndexValue));
+      let revision: number;
+      try {
+        revision =
+          current !== null && current.operation === 'PUT' ? await kv.update(key, value, current.revision) : await kv.create(key, value);
+      } catch (err) {
+        await indexed.catch(() => undefined);
+        if (isConflict(err)) continue;
+        throw err;
+      }
+      await indexed;
+      this.mine.set(key, { revision, epoch, chain: Promise.resolve(), gone: false });
+      return { previous, handedOver };
+    }
+    throw new Error(`session ${clientId} is being claimed by another node at the same time`);
+  }
+
+  update(tenantId: string, clientId: string, state: OwnedState): void {
+    const key = sessionKey(tenantId, clientId);
+    const own = this.mine.get(key);
+    const kv = this.sessions;
+    if (own === undefined || own.gone || kv === undefined) return;
+    const value = JSON.stringify({ node: this.opts.nodeId, epoch: own.epoch, ...state } satisfies OwnerEntry);
+    own.chain = own.chain.then(async () => {
+      if (own.gone) return;
+      try {
+        own.revision = await kv.update(key, value, own.revision);
+      } catch (err) {
+        if (!isConflict(err)) {
+          this.opts.logger.warn({ err: describeError(err), clientId }, `cannot update a session in ${SESSIONS_BUCKET}`);
+          return;
+        }
+        // A newer epoch: another node claimed it (this node missed, or was too slow for, the hand-over).
+        this.drop(key);
+        this.opts.logger.warn({ tenantId, clientId }, 'a session of this node was claimed by another node; no longer serving it');
+        this.handlers?.lost(tenantId, clientId);
+      }
+    });
+  }
+
+  release(tenantId: string, clientId: string): void {
+    const key = sessionKey(tenantId, clientId);
+    const own = this.mine.get(key);
+    const kv = this.sessions;
+    if (own === undefined || own.gone || kv === undefined) return;
+    own.chain = own.chain.then(async () => {
+      if (own.gone) return;
+      this.drop(key);
+      await kv.delete(key, { previousSeq: own.revision }).catch(() => undefined);
+    });
+  }
+
+  /** No longer this node's: later writes are dropped, the index key goes. */
+  private drop(key: string): void {
+    const own = this.mine.get(key);
+    if (own === undefined) return;
+    own.gone = true;
+    this.mine.delete(key);
+    void this.owned?.delete(`${this.selfToken}.${key}`).catch(() => undefined);
+  }
+
+  /** Asks the owner to hand a session over; true once it confirmed. */
+  private async requestHandOver(node: string, tenantId: string, clientId: string): Promise<boolean> {
+    try {
+      const reply = await this.nc!.request(
+        controlSubject(node),
+        JSON.stringify({ op: 'handover', tenant: tenantId, client: clientId, node: this.opts.nodeId }),
+        {
+          timeout: HANDOVER_TIMEOUT_MS,
+        },
+      );
+      const body = reply.json<{ ok: boolean; error?: string }>();
+      if (!body.ok) this.opts.logger.warn({ node, clientId, error: body.error }, `node ${node} could not hand over session ${clientId}`);
+      return body.ok;
+    } catch (err) {
+      // Claimed all the same: the old owner's next registry write fails and it stops serving the session.
+      this.opts.logger.warn({ node, clientId, err: describeError(err) }, `node ${node} did not hand over session ${clientId} in time`);
+      return false;
+    }
+  }
+
+  /** A hand-over request from a node claiming a session of this one. */
+  private async control(m: Msg): Promise<void> {
+    let tenant: unknown;
+    let client: unknown;
+    let node: unknown;
+    try {
+      ({ tenant, client, node } = m.json<{ tenant: unknown; client: unknown; node: unknown }>());
+    } catch {
+      tenant = undefined;
+    }
+    if (typeof tenant !== 'string' || typeof client !== 'string') {
+      m.respond(JSON.stringify({ ok: false, error: 'malformed request' }));
+      return;
+    }
+    const key = sessionKey(tenant, client);
+    const own = this.mine.get(key);
+    try {
+      if (own !== undefined) {
+        // Nothing this node writes after the state it hands over: its pending writes first, then no more.
+        await own.chain;
+        this.drop(key);
+      }
+      await this.handlers?.handOver(tenant, client, typeof node === 'string' ? node : undefined);
+      m.respond(JSON.stringify({ ok: true }));
+    } catch (err) {
+      m.respond(JSON.stringify({ ok: false, error: describeError(err) }));
+    }
+  }
+
+  /**
+   * A node left the live list: adopt the sessions of it that rendezvous hashing gives this node.
+   * `self`: this node's own entries from its previous run, all taken back.
+   */
+  async nodeLeft(nodeId: string): Promise<void> {
+    await this.adoptFrom(nodeId, false);
+    const live = this.opts.liveNodes();
+    if (rendezvous(live, `node:${nodeId}`) !== this.opts.nodeId) {
+      // Should the node picked to clean up leave too, the others do it later (deleting twice is harmless).
+      setTimeout(() => {
+        if (!this.stopped && !this.opts.alive(nodeId)) this.opts.nodeCleared(nodeId);
+      }, 2 * CLEARED_WAIT_MS).unref();
+      return;
+    }
+    // This node cleans up after it: once every session of it has a new owner, its routes can go.
+    const index = this.owned;
+    if (index === undefined) return;
+    const prefix = `${nodeToken(nodeId)}.>`;
+    for (let waited = 0; waited < CLEARED_WAIT_MS && !this.stopped && !this.opts.alive(nodeId); waited += CLEARED_POLL_MS) {
+      let left = 0;
+      for await (const k of await index.keys(prefix)) if (k !== undefined) left++;
+      if (left === 0) break;
+      await new Promise((r) => setTimeout(r, CLEARED_POLL_MS));
+    }
+    // The new owners' routes are written as they resume the sessions: give every node time to see them first.
+    await new Promise((r) => setTimeout(r, ROUTES_GRACE_MS));
+    if (!this.stopped && !this.opts.alive(nodeId)) this.opts.nodeCleared(nodeId);
+  }
+
+  private async adoptFrom(nodeId: string, self: boolean): Promise<void> {
+    const kv = this.sessions;
+    const index = this.owned;
+    if (kv === undefined || index === undefined || this.stopped) return;
+    const prefix = `${nodeToken(nodeId)}.`;
+    const keys: string[] = [];
+    for await (const k of await index.keys(`${prefix}>`)) keys.push(k);
+    let adopted = 0;
+    for (const indexKey of keys) {
+      if (this.stopped) return;
+      const key = indexKey.slice(prefix.length);
+      try {
+        const current = await kv.get(key);
+        const entry = entryOf(current);
+        if (entry === undefined || entry.node !== nodeId) {
+          // Claimed elsewhere already, or ended: the index key is stale.
+          if (!this.opts.alive(nodeId) || self) await index.delete(indexKey);
+          continue;
+        }
+        if (!self && rendezvous(this.opts.liveNodes(), key) !== this.opts.nodeId) continue;
+        const ids = (await index.get(indexKey))?.json<IndexValue>();
+        if (ids === undefined || typeof ids.tenant !== 'string' || typeof ids.client !== 'string') continue;
+        const epoch = entry.epoch + 1;
+        const revision = await kv.update(key, JSON.stringify({ ...entry, node: this.opts.nodeId, epoch }), current!.revision);
+        if (!self) {
+          await index.put(`${this.selfToken}.${key}`, JSON.stringify(ids));
+          await index.delete(indexKey);
+        }
+        this.mine.set(key, { revision, epoch, chain: Promise.resolve(), gone: false });
+        await this.handlers?.adopt({ tenantId: ids.tenant, clientId: ids.client, entry });
+        adopted++;
+      } catch (err) {
+        if (isConflict(err)) continue;
+        this.opts.logger.warn({ err: describeError(err), node: nodeId }, `cannot adopt a session of node ${nodeId}`);
+      }
+    }
+    if (adopted > 0)
+      this.opts.logger.info(
+        { node: nodeId, sessions: adopted },
+        self ? `took back ${adopted} sessions of this node's previous run` : `adopted ${adopted} sessions of node ${nodeId}`,
+      );
+  }
+
+  /** Waits (at most `ms`) for the registry writes under way, then stops answering. */
+  async stop(ms: number): Promise<void> {
+    const pending = Promise.all([...this.mine.values()].map((o) => o.chain));
+    await Promise.race([pending, new Promise((r) => setTimeout(r, ms).unref())]);
+    this.stopped = true;
+    this.sub?.unsubscribe();
+  }
+}
+
+/** A compare-and-set that lost: someone wrote the key since (nats-server: "wrong last sequence"). */
+function isConflict(err: unknown): boolean {
+  const text = err instanceof Error ? err.message : String(err);
+  return /wrong last sequence|key exists/i.test(text);
+}

@@ -1,0 +1,52 @@
+import type { Storage } from '@bifro/spi';
+import { registerConformance, storageConformance, testPluginContext } from '@bifro/spi/testing';
+import type { NatsConnection } from 'nats';
+import plugin, { NatsStorage } from '../src';
+import { startNatsServer, type NatsCluster } from '../../../test/support/nats-server';
+import { adminConnection, deleteStreams, sameStorage, storageOn, uniquePrefix } from './nats-fixtures';
+
+// One nats-server for the file; every case gets its own prefix (its own streams), removed afterwards.
+let nats: NatsCluster;
+let admin: NatsConnection;
+
+beforeAll(async () => {
+  nats = await startNatsServer();
+  admin = await adminConnection(nats.urls);
+}, 30_000);
+
+afterAll(async () => {
+  await admin?.close();
+  await nats?.dispose();
+});
+
+const destroy = (s: Storage): Promise<void> => deleteStreams(admin, (s as NatsStorage).options.prefix);
+
+describe('NATS storage: storage conformance kit, with close and reopen, and bans', () => {
+  registerConformance(
+    storageConformance({
+      create: () => storageOn(nats.urls),
+      reopen: async (previous) => sameStorage(previous as NatsStorage),
+      destroy,
+      durable: true,
+      bans: true,
+    }),
+    { it },
+  );
+});
+
+describe('NATS storage: conformance through the plugin factory (one partition)', () => {
+  registerConformance(
+    storageConformance({
+      create: async (): Promise<Storage> => {
+        const factory = plugin.storage;
+        if (factory === undefined) throw new Error('the plugin must provide storage');
+        return factory(testPluginContext({ options: { servers: nats.urls, prefix: uniquePrefix('f'), partitions: 1, replicas: 1 } }));
+      },
+      reopen: async (previous) => sameStorage(previous as NatsStorage),
+      destroy,
+      durable: true,
+      bans: true,
+    }),
+    { it },
+  );
+});
