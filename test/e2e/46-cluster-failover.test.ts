@@ -165,15 +165,15 @@ describe('exactly once across a node kill', () => {
     await waitUntil(() => sub.client.connected, 10_000);
     await subscribe(sub.client, 'flow2/#', { qos: 2 });
     await sleep(1500);
-    const { acked, failures } = await publishNumbered(a.proc.port, 'flow2/n', 2000, 2, 64, () => undefined);
+    const { acked, failures } = await publishNumbered(a.proc.port, 'flow2/n', 1000, 2, 64, () => undefined);
     expect(failures).toBe(0);
-    expect(acked.size).toBe(2000);
+    expect(acked.size).toBe(1000);
     expect(await waitUntil(() => sub.got.size >= 300, 30_000, 20)).toBe(true);
-    expect(sub.got.size).toBeLessThan(2000);
+    expect(sub.got.size).toBeLessThan(1000);
     await d.proc.kill9();
-    const complete = await waitUntil(() => sub.got.size === 2000, 60_000, 200);
+    const complete = await waitUntil(() => sub.got.size === 1000, 60_000, 200);
     const duplicates = [...sub.got.values()].reduce((x, k) => x + (k - 1), 0);
-    process.stdout.write(`QoS 2 across a node kill: 2000 acked, ${sub.got.size} received, ${duplicates} duplicates\n`);
+    process.stdout.write(`QoS 2 across a node kill: 1000 acked, ${sub.got.size} received, ${duplicates} duplicates\n`);
     expect(complete).toBe(true);
     expect(duplicates).toBe(0);
   }, 120_000);
@@ -187,16 +187,16 @@ describe('kill -9 of one NATS server mid-stream', () => {
     await subscribe(sub.client, 'flow3/#', { qos: 1 });
     await sleep(1500);
     let killed: Promise<void> | undefined;
-    const { acked, failures } = await publishNumbered(a.proc.port, 'flow3/n', 5000, 1, 64, (n) => {
+    const { acked, failures } = await publishNumbered(a.proc.port, 'flow3/n', 3000, 1, 64, (n) => {
       if (n >= 1000 && killed === undefined) killed = nats.servers[0]!.kill9();
     });
     await killed;
-    expect(acked.size).toBe(5000);
+    expect(acked.size).toBe(3000);
     const complete = await waitUntil(() => [...acked].every((n) => sub.got.has(n)), 60_000, 200);
     const missing = [...acked].filter((n) => !sub.got.has(n));
     const duplicates = [...sub.got.values()].reduce((x, k) => x + (k - 1), 0);
     process.stdout.write(
-      `QoS 1 across a NATS server kill: 5000 acked, ${failures} refused, ${duplicates} duplicates, ${missing.length} missing\n`,
+      `QoS 1 across a NATS server kill: 3000 acked, ${failures} refused, ${duplicates} duplicates, ${missing.length} missing\n`,
     );
     expect(missing.slice(0, 20)).toEqual([]);
     expect(complete).toBe(true);
