@@ -13,7 +13,7 @@ import { describeError } from '../base/errors';
 import type { Logger } from '../base/logger';
 import type { Session, SessionWill } from '../session/session';
 import { toWillRecord, willFromRecord } from '../session/session-persistence';
-import type { SessionObserver, SessionRegistry } from '../session/session-registry';
+import { offlineClient, type SessionObserver, type SessionRegistry } from '../session/session-registry';
 
 /**
  * How long at most a handed-over session's routes stay on this node (QoS 1/2 to them refused):
@@ -263,16 +263,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
   }
 
   private publishWill(tenantId: string, clientId: string, entry: OwnerEntry): void {
-    const client: ClientInfo = {
-      tenantId,
-      clientId,
-      userId: entry.userId,
-      protocolVersion: entry.protocolVersion,
-      remoteAddress: '',
-      remotePort: 0,
-      listener: '',
-      attrs: {},
-    };
+    const client = offlineClient(tenantId, clientId, entry.userId, entry.protocolVersion);
     this.registry.publishWill(client, willFromRecord(willOfEntry(entry.will!), clientId, this.clock()));
   }
 }

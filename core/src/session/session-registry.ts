@@ -1,4 +1,4 @@
-import type { ClientInfo, SessionRecord } from '@bifro/spi';
+import type { ClientInfo, ProtocolVersion, SessionRecord } from '@bifro/spi';
 import { sessionListKey } from '@bifro/spi';
 import type { EmitEvent } from '../base/broker-events';
 import { describeError } from '../base/errors';
@@ -251,15 +251,9 @@ export class SessionRegistry {
   end(session: Session): void {
     if (!this.unindex(session)) return;
     if (session.willAt !== 0) this.fireWill(session);
-    this.router.removeAll(session.tenantId, session.clientId);
-    for (const filter of session.countedFilters()) this.limits.releaseSubscription(session, filter);
-    session.dropSubscriptions();
     session.clearState();
-    if (session.stored) {
-      session.stored = false;
-      this.usage.add(session.tenantId, 'TotalPersistentSessions', -1);
+    if (this.unroute(session))
       this.host.persistence.deleteSession(session).catch((err: unknown) => this.host.storageFailed(session, 'session delete', err));
-    }
     this.observer?.ended(session);
     this.host.emit('sessionStopped', session.client, {});
   }
@@ -303,13 +297,18 @@ export class SessionRegistry {
     if (moving?.session !== session) return;
     clearInterval(moving.timer);
     this.moving.delete(session.key);
+    this.unroute(session);
+  }
+
+  /** Its routes and subscriptions go, and it no longer counts as persistent; returns whether it was stored. */
+  private unroute(session: Session): boolean {
     this.router.removeAll(session.tenantId, session.clientId);
     for (const filter of session.countedFilters()) this.limits.releaseSubscription(session, filter);
     session.dropSubscriptions();
-    if (session.stored) {
-      session.stored = false;
-      this.usage.add(session.tenantId, 'TotalPersistentSessions', -1);
-    }
+    if (!session.stored) return false;
+    session.stored = false;
+    this.usage.add(session.tenantId, 'TotalPersistentSessions', -1);
+    return true;
   }
 
   fireWill(session: Session): void {
@@ -416,16 +415,7 @@ export class SessionRegistry {
   private restoreSession(r: SessionRecord, now: number): Session {
     const moved = this.moving.get(sessionListKey(r.tenantId, r.clientId));
     if (moved !== undefined) this.dropMoved(moved.session);
-    const client: ClientInfo = {
-      tenantId: r.tenantId,
-      userId: r.userId,
-      clientId: r.clientId,
-      protocolVersion: r.protocolVersion,
-      remoteAddress: '',
-      remotePort: 0,
-      listener: '',
-      attrs: {},
-    };
+    const client = offlineClient(r.tenantId, r.clientId, r.userId, r.protocolVersion);
     const session = new Session(sessionListKey(r.tenantId, r.clientId), client, r.protocolVersion, r.expirySeconds, r.createdAt, this.host);
     session.stored = true;
     session.loaded = false;
@@ -460,6 +450,11 @@ export class SessionRegistry {
     this.byKey.clear();
     this.byTenant.clear();
   }
+}
+
+/** The client of a session no connection serves (restored, or of a node that left): no address, no listener. */
+export function offlineClient(tenantId: string, clientId: string, userId: string, protocolVersion: ProtocolVersion): ClientInfo {
+  return { tenantId, userId, clientId, protocolVersion, remoteAddress: '', remotePort: 0, listener: '', attrs: {} };
 }
 
 function nextDeadline(session: Session): number {
