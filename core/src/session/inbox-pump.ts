@@ -16,7 +16,7 @@ export interface InboxOwner extends PersistedSession {
   /** QoS 1/2 deliveries in flight. */
   readonly inflightSize: number;
   /** Put a QoS 1/2 delivery read from the inbox in flight and send it on `link` (if any); returns its packet id. */
-  sendFromInbox(d: Delivery, link: SessionLink | undefined): number;
+  sendFromInbox(d: Delivery, link: SessionLink | undefined, inboxSeq: number): number;
 }
 
 /** The broker services the inbox reports to, on behalf of its session `S`. */
@@ -161,7 +161,7 @@ export class SessionInbox<S extends InboxOwner> {
             current?.sendPublish(d, 0, false);
             continue;
           }
-          records.push({ packetId: session.sendFromInbox(d, current), phase: 'publish', message: e, inboxSeq: e.seq });
+          records.push({ packetId: session.sendFromInbox(d, current, e.seq), phase: 'publish', message: e, inboxSeq: e.seq });
         }
         // Large messages: fewer per read, so a read holds about one connection bound of them.
         this.readMax = Math.max(1, Math.min(INBOX_READ_BATCH, Math.floor((link.maxQueuedBytes * seen) / Math.max(1, readBytes))));

@@ -19,6 +19,8 @@ export class Inflight {
   sentAt = 0;
   /** MQTT 3: how often it was resent on this connection. */
   resends = 0;
+  /** The seq of the inbox entry it was read from; kept in every record of it, the PUBREL phase's too. */
+  inboxSeq: number | undefined = undefined;
   /**
    * The deferred write of the record: `none` (not deferred), `waiting` (not issued yet), `issued`
    * (handed to storage) or `settled` (no longer needed, or done).
@@ -310,11 +312,18 @@ export class Session implements WheelEntry {
     entry.delivery = undefined;
     entry.sentAt = 0;
     entry.resends = 0;
-    if (this.persistent)
-      this.host.persistence
-        .putInflight(this, [{ packetId, phase: 'pubrel' }])
-        .catch((err: unknown) => this.host.storageFailed(this, 'inflight pubrel', err));
-    this.link?.sendPubrel(packetId);
+    if (!this.persistent) {
+      this.link?.sendPubrel(packetId);
+      return true;
+    }
+    // PUBREL only once the new phase is stored: after a crash the next owner resends PUBREL, never
+    // the PUBLISH the client may already have completed (exactly once [MQTT-4.3.3]).
+    this.host.persistence.putInflight(this, [{ packetId, phase: 'pubrel', inboxSeq: entry.inboxSeq }]).then(
+      () => {
+        if (this.inflight.get(packetId) === entry) this.link?.sendPubrel(packetId);
+      },
+      (err: unknown) => this.host.storageFailed(this, 'inflight pubrel', err),
+    );
     return true;
   }
 
@@ -387,7 +396,9 @@ export class Session implements WheelEntry {
     const records: InflightRecord[] = [];
     for (const [packetId, e] of this.inflight)
       records.push(
-        e.delivery === undefined ? { packetId, phase: 'pubrel' } : { packetId, phase: 'publish', message: toInboxMessage(e.delivery) },
+        e.delivery === undefined
+          ? { packetId, phase: 'pubrel', inboxSeq: e.inboxSeq }
+          : { packetId, phase: 'publish', message: toInboxMessage(e.delivery), inboxSeq: e.inboxSeq },
       );
     const waiting = this.queue?.takeAll() ?? [];
     const { maxSize, dropOldest } = this.host.queueLimit(this.tenantId);
@@ -436,6 +447,7 @@ export class Session implements WheelEntry {
           false,
         );
         entry.phase = r.phase;
+        entry.inboxSeq = r.inboxSeq;
         this.inflight.set(r.packetId, entry);
         if (r.packetId >= this.nextPacketId) this.nextPacketId = r.packetId === 65535 ? 1 : r.packetId + 1;
       }
@@ -452,9 +464,11 @@ export class Session implements WheelEntry {
   }
 
   /** A QoS 1/2 delivery read from the inbox: in flight, then sent (dropped when too large for the client); returns its packet id. */
-  sendFromInbox(d: Delivery, link: SessionLink | undefined): number {
+  sendFromInbox(d: Delivery, link: SessionLink | undefined, inboxSeq: number): number {
     const packetId = this.allocatePacketId();
-    this.track(packetId, new Inflight(this, packetId, d, undefined, false));
+    const entry = new Inflight(this, packetId, d, undefined, false);
+    entry.inboxSeq = inboxSeq;
+    this.track(packetId, entry);
     if (link !== undefined && !link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
     return packetId;
   }
