@@ -33,4 +33,30 @@ module.exports = tseslint.config(
     },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
+  {
+    // The dashboard: ES modules run by the browser (docs/dashboard.md).
+    files: ['core/dashboard/**/*.js'],
+    languageOptions: {
+      sourceType: 'module',
+      globals: {
+        window: 'readonly',
+        document: 'readonly',
+        location: 'readonly',
+        sessionStorage: 'readonly',
+        fetch: 'readonly',
+        matchMedia: 'readonly',
+        getComputedStyle: 'readonly',
+        ResizeObserver: 'readonly',
+        URLSearchParams: 'readonly',
+        FormData: 'readonly',
+        Intl: 'readonly',
+        confirm: 'readonly',
+        atob: 'readonly',
+        setTimeout: 'readonly',
+        clearTimeout: 'readonly',
+        console: 'readonly',
+        HTMLElement: 'readonly',
+      },
+    },
+  },
 );

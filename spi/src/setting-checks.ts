@@ -82,12 +82,54 @@ export function describeValue(value: unknown): string {
 
 const SETTING_NAMES = Object.keys(SETTINGS) as SettingName[];
 
+/** One bad entry of a change of a tenant's settings, as {@link settingChangeEntryProblems} gives it (SPI 1.5.0). */
+export interface SettingChangeProblem {
+  /** The setting name as the change gives it (possibly unknown, or misspelt). */
+  readonly setting: string;
+  /** What is wrong, without the name: `3 (above the maximum 2)`, `unknown setting (did you mean MaxTopicLevels?)`. */
+  readonly problem: string;
+  /** The whole line, naming the setting, as {@link settingChangeProblems} lists it. */
+  readonly line: string;
+}
+
+/**
+ * What is wrong with a change of a tenant's settings, one entry per bad setting, each with its
+ * name apart (SPI 1.5.0): for a form that shows each problem next to its field. The words are
+ * those of {@link settingChangeProblems}.
+ *
+ * @example
+ * ```ts
+ * settingChangeEntryProblems({ MaximumQoS: 3, maxtopiclevels: 4 });
+ * // [{ setting: 'MaximumQoS', problem: '3 (above the maximum 2)', line: 'invalid MaximumQoS: 3 (above the maximum 2)' },
+ * //  { setting: 'maxtopiclevels', problem: 'unknown setting (did you mean MaxTopicLevels?)',
+ * //    line: 'unknown setting maxtopiclevels (did you mean MaxTopicLevels?)' }]
+ * ```
+ */
+export function settingChangeEntryProblems(changes: Readonly<Record<string, unknown>>): SettingChangeProblem[] {
+  const problems: SettingChangeProblem[] = [];
+  for (const [name, value] of Object.entries(changes)) {
+    if (!Object.prototype.hasOwnProperty.call(SETTINGS, name)) {
+      const found = SETTING_NAMES.find((n) => n.toLowerCase() === name.toLowerCase());
+      const hint = found === undefined ? '' : ` (did you mean ${found}?)`;
+      problems.push({ setting: name, problem: `unknown setting${hint}`, line: `unknown setting ${name}${hint}` });
+      continue;
+    }
+    if (value === null) continue;
+    const problem = settingValueProblem(name as SettingName, value);
+    if (problem === undefined) continue;
+    const text = `${describeValue(value)} (${problem})`;
+    problems.push({ setting: name, problem: text, line: `invalid ${name}: ${text}` });
+  }
+  return problems;
+}
+
 /**
  * What is wrong with a change of a tenant's settings (a `SettingUpdate`), one line per bad
  * entry, empty when it is fine (SPI 1.3.0): an unknown name (with a hint for a case mistake), or a
  * value the registry refuses, in the broker's words. `null` (remove the override) is fine for every
  * known setting. The broker checks a change with it before a writable provider sees it; the
- * provider can check again with the same words.
+ * provider can check again with the same words. {@link settingChangeEntryProblems} gives the same
+ * with each setting name apart.
  *
  * @example
  * ```ts
@@ -96,16 +138,5 @@ const SETTING_NAMES = Object.keys(SETTINGS) as SettingName[];
  * ```
  */
 export function settingChangeProblems(changes: Readonly<Record<string, unknown>>): string[] {
-  const problems: string[] = [];
-  for (const [name, value] of Object.entries(changes)) {
-    if (!Object.prototype.hasOwnProperty.call(SETTINGS, name)) {
-      const hint = SETTING_NAMES.find((n) => n.toLowerCase() === name.toLowerCase());
-      problems.push(`unknown setting ${name}${hint === undefined ? '' : ` (did you mean ${hint}?)`}`);
-      continue;
-    }
-    if (value === null) continue;
-    const problem = settingValueProblem(name as SettingName, value);
-    if (problem !== undefined) problems.push(`invalid ${name}: ${describeValue(value)} (${problem})`);
-  }
-  return problems;
+  return settingChangeEntryProblems(changes).map((p) => p.line);
 }

@@ -40,4 +40,22 @@ export type ResourceType = (typeof RESOURCE_TYPES)[number];
  */
 export interface ResourceThrottler extends Lifecycle {
   hasResource(tenantId: string, resource: ResourceType): boolean;
+  /**
+   * The limit `hasResource` compares the tenant's usage of `resource` with, for display only (the
+   * admin API's tenant figures, the dashboard's usage bars); `undefined` when the tenant is
+   * unlimited for it or the plugin cannot tell (SPI 1.5.0, optional). Synchronous and cheap; never
+   * called on a hot path, and never asked instead of `hasResource`. The broker takes `undefined`
+   * for a throw, or an answer that is not a finite non-negative number; 0 means unlimited.
+   *
+   * @example
+   * ```ts
+   * const LIMIT = 1000;
+   * const throttler = (ctx: PluginContext): ResourceThrottler => ({
+   *   hasResource: (tenantId, resource) =>
+   *     resource !== 'TotalConnections' || ctx.tenantUsage.get(tenantId, resource) < LIMIT,
+   *   quota: (_tenantId, resource) => (resource === 'TotalConnections' ? LIMIT : undefined),
+   * });
+   * ```
+   */
+  quota?(tenantId: string, resource: ResourceType): number | undefined;
 }

@@ -3,6 +3,7 @@ import {
   expectedSettingValue,
   isValidSettingValue,
   SETTINGS,
+  settingChangeEntryProblems,
   settingChangeProblems,
   settingValueProblem,
   type SettingName,
@@ -99,5 +100,23 @@ describe('settingChangeProblems', () => {
       'unknown setting toString',
       'unknown setting __proto__',
     ]);
+  });
+});
+
+describe('settingChangeEntryProblems', () => {
+  it('gives each bad entry with its name apart, in the words of settingChangeProblems', () => {
+    const change = { MaximumQoS: 3, RetainEnabled: 'yes', maxtopiclevels: 4, Bogus: 1, MaxTopicAlias: null, ReceivingMaximum: 10 };
+    const problems = settingChangeEntryProblems(change);
+    expect(problems.map(({ setting, problem }) => ({ setting, problem }))).toEqual([
+      { setting: 'MaximumQoS', problem: '3 (above the maximum 2)' },
+      { setting: 'RetainEnabled', problem: '"yes" (expected a boolean)' },
+      { setting: 'maxtopiclevels', problem: 'unknown setting (did you mean MaxTopicLevels?)' },
+      { setting: 'Bogus', problem: 'unknown setting' },
+    ]);
+    expect(problems.map((p) => p.line)).toEqual(settingChangeProblems(change));
+  });
+
+  it('is empty for a valid change', () => {
+    expect(settingChangeEntryProblems({ MaximumQoS: 1, RetainEnabled: null })).toEqual([]);
   });
 });

@@ -5,6 +5,7 @@ import { validate as validateOpenApi } from '@readme/openapi-parser';
 import { RESOURCE_TYPES } from '@bifro/spi';
 import { loadConfig } from '../../core/src/runtime/config';
 import { startApiBroker, API_TOKENS, type ApiBroker } from '../support/api-broker';
+import { REPO } from '../support/test-broker';
 import { publish, uniqueName, waitUntil, withClients } from '../support/mqtt-helpers';
 import parsePrometheus, { type PromFamily } from 'parse-prometheus-text-format';
 
@@ -30,7 +31,7 @@ interface TenantItem {
   >;
   retained: { messages: number; bytes: number };
   memory: { sessionQueueBytes: number; inboxBytes: number };
-  quota: Record<string, { usage: number; refusals: number }>;
+  quota: Record<string, { usage: number; refusals: number; limit?: number }>;
 }
 
 async function scrape(b: ApiBroker): Promise<Map<string, PromFamily>> {
@@ -191,7 +192,7 @@ describe('GET /metrics', () => {
     const families = await scrape(b);
     expect(sample(families, 'bifro_quota_refusals_total', { resource: 'TotalConnections' })).toBeGreaterThanOrEqual(1);
     const tenant = (await b.inject({ method: 'GET', url: '/api/v1/tenants/full' })).json() as TenantItem;
-    expect(tenant.quota.TotalConnections).toEqual({ usage: 1, refusals: 1 });
+    expect(tenant.quota.TotalConnections).toEqual({ usage: 1, refusals: 1, limit: 1 });
   });
 
   it('is in the OpenAPI document with the plugins and tenants routes, and the document validates', async () => {
@@ -313,7 +314,18 @@ describe('GET /api/v1/tenants', () => {
   const clients = withClients(() => b.port);
 
   beforeAll(async () => {
-    b = await startApiBroker();
+    b = await startApiBroker(
+      [
+        'plugins:',
+        '  throttler:',
+        '    use: "@bifro/plugin-throttler-quota"',
+        '    options:',
+        '      defaults: { TotalConnections: 100, TotalSubscribePerSecond: 50 }',
+        '      tenants:',
+        '        t1: { TotalConnections: 10, TotalSubscribePerSecond: 0 }',
+      ].join('\n'),
+      { pluginsDir: path.join(REPO, 'plugins') },
+    );
   });
   afterAll(() => b?.stop());
 
@@ -342,7 +354,14 @@ describe('GET /api/v1/tenants', () => {
     expect(t.rates.messagesOut.load15m).toBeGreaterThan(0);
     expect(t.rates.messagesIn.load1m).toBeGreaterThan(t.rates.messagesIn.load15m);
     expect(Object.keys(t.quota).sort()).toEqual([...RESOURCE_TYPES].sort());
-    expect(t.quota.TotalConnections).toEqual({ usage: 2, refusals: 0 });
+    // The throttler's limits beside the usage: t1's own, the default, none where unlimited (0 or absent).
+    expect(t.quota.TotalConnections).toEqual({ usage: 2, refusals: 0, limit: 10 });
+    expect(t.quota.TotalSubscribePerSecond).not.toHaveProperty('limit');
+    expect(t.quota.TotalRetainTopics).toEqual({ usage: 0, refusals: 0 });
+    await clients.mqtt({ username: 'plain/u' });
+    const plain = (await b.inject({ method: 'GET', url: '/api/v1/tenants/plain' })).json() as TenantItem;
+    expect(plain.quota.TotalConnections).toEqual({ usage: 1, refusals: 0, limit: 100 });
+    expect(plain.quota.TotalSubscribePerSecond).toMatchObject({ limit: 50 });
   });
 
   it('pages every tenant by id with a stable cursor (admin)', async () => {

@@ -472,12 +472,38 @@ describe('39 settings: routes by inject', () => {
     expect(message).toContain('unknown setting maxTopicLevels (did you mean MaxTopicLevels?)');
     expect(message).toContain('invalid MaxTopicAlias: "5" (expected an integer)');
     expect(message).toContain('invalid MaxTopicLength: 1.5 (expected an integer)');
+    // The same problems one by one, each with the setting name as the body gives it, in body order.
+    expect(res.body.errors).toEqual([
+      { field: 'MaximumQoS', message: '3 (above the maximum 2)' },
+      { field: 'RetainEnabled', message: '"yes" (expected a boolean)' },
+      { field: 'MaxTopicLevel', message: 'unknown setting' },
+      { field: 'maxTopicLevels', message: 'unknown setting (did you mean MaxTopicLevels?)' },
+      { field: 'MaxTopicAlias', message: '"5" (expected an integer)' },
+      { field: 'MaxTopicLength', message: '1.5 (expected an integer)' },
+    ]);
+    expect(message).toBe(
+      'body: invalid MaximumQoS: 3 (above the maximum 2); invalid RetainEnabled: "yes" (expected a boolean); unknown setting MaxTopicLevel; ' +
+        'unknown setting maxTopicLevels (did you mean MaxTopicLevels?); invalid MaxTopicAlias: "5" (expected an integer); ' +
+        'invalid MaxTopicLength: 1.5 (expected an integer)',
+    );
+    // Over real HTTP the body is the same (the error schema serialises errors).
+    const http = await b.http('PATCH', url, { body: { MaximumQoS: 3, MaxTopicAlias: 5 } });
+    expect(http).toMatchObject({
+      status: 400,
+      body: {
+        code: 'BIFRO_API_INVALID_REQUEST',
+        message: 'body: invalid MaximumQoS: 3 (above the maximum 2)',
+        errors: [{ field: 'MaximumQoS', message: '3 (above the maximum 2)' }],
+      },
+    });
     expect(readFileSync(b.settingsFile, 'utf8')).toBe(before);
     expect(((await call('GET', url)).body as unknown as SettingsView).settings.MaximumQoS.value).toBe(2);
   });
 
   it('PATCH: 400 for an empty body, 401 without a token, 403 for another tenant and for a tenant token', async () => {
-    expect((await call('PATCH', url, {})).status).toBe(400);
+    const empty = await call('PATCH', url, {});
+    expect(empty.status).toBe(400);
+    expect(empty.body).not.toHaveProperty('errors'); // the route schema refused it: no field to name
     expect((await call('PATCH', url, { MaxTopicAlias: 5 }, null)).status).toBe(401);
     expect((await call('PATCH', url, { MaxTopicAlias: 5 }, API_TOKENS.t2)).status).toBe(403);
     const own = await call('PATCH', url, { MaxTopicAlias: 5 }, API_TOKENS.t1);

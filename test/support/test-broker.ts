@@ -37,6 +37,8 @@ export interface TestBrokerOptions {
    * temp dir with this initial content; the plugins dir then defaults to the repository's plugins.
    */
   readonly settings?: string;
+  /** With `settings`: more entries under `plugins:` (YAML lines indented by two spaces), e.g. a throttler. */
+  readonly plugins?: string;
   /**
    * Run in this directory (one an earlier broker of the test ran in with `keepDir`) instead of a
    * new temporary one: its data directory, and so its storage, is reused. `stop()` leaves it; the
@@ -59,7 +61,8 @@ export async function startTestBroker(yaml = '', opts: TestBrokerOptions = {}): 
   if (opts.settings !== undefined) {
     writeFileSync(settingsFile, opts.settings);
     pluginsDir = opts.pluginsDir ?? path.join(REPO, 'plugins');
-    yaml = `plugins:\n  settings:\n    use: "@bifro/plugin-settings-file"\n    options: { file: ${JSON.stringify(settingsFile)}, pollMs: 100 }\n${yaml}`;
+    const more = opts.plugins === undefined ? '' : `${opts.plugins}\n`;
+    yaml = `plugins:\n  settings:\n    use: "@bifro/plugin-settings-file"\n    options: { file: ${JSON.stringify(settingsFile)}, pollMs: 100 }\n${more}${yaml}`;
   }
   writeFileSync(
     file,

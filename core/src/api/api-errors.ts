@@ -2,7 +2,8 @@ import { defineErrors } from '../base/errors';
 
 /**
  * Errors of the admin API. Every error answer is `{ code, message }` with one of these codes and
- * an HTTP status; never a stack trace (docs/api.md § Errors).
+ * an HTTP status, plus `errors` (one per bad field) where a route gives them; never a stack trace
+ * (docs/api.md § Errors).
  */
 export const API_ERRORS = defineErrors({
   BIFRO_API_UNAUTHORIZED: {
@@ -19,7 +20,8 @@ export const API_ERRORS = defineErrors({
   },
   BIFRO_API_INVALID_REQUEST: {
     summary: 'The request body, path or query does not match the route schema, or a value is out of range (HTTP 400).',
-    remedy: 'Fix the field named in the message; every route schema is in /api/v1/openapi.json.',
+    remedy:
+      'Fix the field named in the message (a settings PATCH also lists each bad setting in `errors`); every route schema is in /api/v1/openapi.json.',
   },
   BIFRO_API_CONFLICT: {
     summary: 'The request cannot be done in the current state (e.g. the settings provider is not writable) (HTTP 409).',
@@ -52,17 +54,39 @@ const STATUS: Readonly<Record<ApiErrorCode, number>> = {
   BIFRO_API_INTERNAL: 500,
 };
 
-/** An error answer of the admin API: thrown by a route, turned into `{ code, message }` with its status. */
+/** One problem of a request, tied to the field it is about (a setting name in a settings PATCH). */
+export interface ApiFieldError {
+  readonly field: string;
+  readonly message: string;
+}
+
+/** The body of every error answer. */
+export interface ApiErrorBody {
+  readonly code: ApiErrorCode;
+  readonly message: string;
+  /** One entry per bad field, when the route can tell them apart; `message` still says it all. */
+  readonly errors?: readonly ApiFieldError[];
+}
+
+/** An error answer of the admin API: thrown by a route, answered as its `body()` with its status by the server's error handler. */
 export class ApiError extends Error {
   readonly statusCode: number;
 
   constructor(
     readonly code: ApiErrorCode,
     message: string,
+    readonly errors?: readonly ApiFieldError[],
   ) {
     super(message);
     this.name = 'ApiError';
     this.statusCode = STATUS[code];
+  }
+
+  /** The answer's body: `{ code, message }`, and `errors` when the error has them. */
+  body(): ApiErrorBody {
+    return this.errors === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, errors: this.errors };
   }
 }
 
@@ -75,5 +99,18 @@ export const ERROR_BODY_SCHEMA = {
   properties: {
     code: { type: 'string', enum: Object.keys(API_ERRORS) },
     message: { type: 'string' },
+    errors: {
+      type: 'array',
+      description: 'One entry per bad field, when the route can tell them apart (a settings PATCH); `message` says the same in one line.',
+      items: {
+        type: 'object',
+        required: ['field', 'message'],
+        additionalProperties: false,
+        properties: {
+          field: { type: 'string', description: 'The field as the request gives it (a setting name, even an unknown one).' },
+          message: { type: 'string', description: 'What is wrong with it, without its name.' },
+        },
+      },
+    },
   },
 } as const;

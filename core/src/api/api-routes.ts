@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import type { ApiContext } from './api-context';
 import { banRoutes } from './bans';
+import { whoamiRoutes } from './dashboard';
 import { healthRoutes } from './health';
+import { historyRoutes } from './history';
 import { kickRoutes } from './kick';
 import { metricsRoutes } from './metrics';
 import { nodeRoutes } from './nodes';
@@ -28,4 +30,6 @@ export const API_ROUTES: readonly RouteModule[] = [
   pluginRoutes,
   tenantRoutes,
   nodeRoutes,
+  historyRoutes,
+  whoamiRoutes,
 ];

@@ -9,6 +9,7 @@ import type { ApiContext } from './api-context';
 import { TokenTable } from './api-auth';
 import { ApiError, ERROR_BODY_SCHEMA } from './api-errors';
 import { API_ROUTES } from './api-routes';
+import { registerDashboard } from './dashboard';
 
 /** Where the OpenAPI browser page is served (with `api.docsPage`). */
 export const DOCS_PREFIX = '/api/v1/docs';
@@ -94,7 +95,7 @@ export async function buildApi(ctx: ApiContext, api: ApiConfig): Promise<Fastify
     );
   });
   app.setErrorHandler((err: FastifyError | ApiError, request, reply) => {
-    if (err instanceof ApiError) return reply.code(err.statusCode).send({ code: err.code, message: err.message });
+    if (err instanceof ApiError) return reply.code(err.statusCode).send(err.body());
     if (err.validation !== undefined)
       return reply
         .code(400)
@@ -129,6 +130,7 @@ export async function buildApi(ctx: ApiContext, api: ApiConfig): Promise<Fastify
     });
     await app.register(swaggerUi, { routePrefix: DOCS_PREFIX, uiConfig: { persistAuthorization: false } });
   }
+  if (api.dashboard) await registerDashboard(app);
   app.get('/api/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => app.swagger());
   for (const register of API_ROUTES) register(app, ctx);
   await app.ready();

@@ -1,7 +1,7 @@
 import { SETTINGS, type SettingName, type SettingUpdate } from '@bifro/spi';
 import type { FastifyInstance } from 'fastify';
 import type { SettingsManager } from '../plugin-host/managers';
-import { settingChangeProblems } from '@bifro/spi';
+import { settingChangeEntryProblems } from '@bifro/spi';
 import type { ApiContext } from './api-context';
 import { requireAdmin, requireTenant } from './api-auth';
 import { ApiError } from './api-errors';
@@ -91,7 +91,7 @@ export function tenantSettingsRoutes(app: FastifyInstance, ctx: ApiContext): voi
         tags: ['settings'],
         summary: "Change a tenant's settings",
         description:
-          'Admin token only. Validated against the settings registry; 400 lists every bad entry and nothing is written. 409 when the settings plugin is not writable.',
+          'Admin token only. Validated against the settings registry; 400 lists every bad entry (in `message`, and one by one in `errors`) and nothing is written. 409 when the settings plugin is not writable.',
         params: TENANT_PARAMS,
         body: PATCH_BODY,
         response: { 200: SETTINGS_VIEW, 400: ERR, 401: ERR, 403: ERR, 409: ERR, 503: ERR },
@@ -107,8 +107,13 @@ export function tenantSettingsRoutes(app: FastifyInstance, ctx: ApiContext): voi
           'BIFRO_API_CONFLICT',
           `the settings provider ${settings.providerName} is not writable; use a provider with update, such as @bifro/plugin-settings-file`,
         );
-      const problems = settingChangeProblems(request.body);
-      if (problems.length > 0) throw new ApiError('BIFRO_API_INVALID_REQUEST', `body: ${problems.join('; ')}`);
+      const problems = settingChangeEntryProblems(request.body);
+      if (problems.length > 0)
+        throw new ApiError(
+          'BIFRO_API_INVALID_REQUEST',
+          `body: ${problems.map((p) => p.line).join('; ')}`,
+          problems.map((p) => ({ field: p.setting, message: p.problem })),
+        );
       const outcome = await settings.update(tenantId, request.body as SettingUpdate);
       if (!outcome.ok) {
         const message = outcome.problems.join('; ');

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { RESOURCE_TYPES } from '@bifro/spi';
+import { RESOURCE_TYPES, type ResourceType } from '@bifro/spi';
 import { RATE_SERIES, type TrafficRates } from '../tenancy/tenant-rates';
 import type { ApiContext } from './api-context';
 import { principalOf, requireTenant } from './api-auth';
@@ -33,6 +33,11 @@ const RESOURCE_USAGE = {
       description: 'The value the throttler judges: a gauge, or the count of the current one-second window of a rate.',
     },
     refusals: { type: 'integer', description: 'Negative throttler answers for this resource since the broker started.' },
+    limit: {
+      type: 'number',
+      description:
+        "The tenant's limit for this resource as the throttler plugin states it (its `quota`, SPI 1.5.0), which `usage` is compared with. Absent when unlimited, or when the throttler does not say.",
+    },
   },
 } as const;
 
@@ -97,7 +102,8 @@ const TENANT = {
     },
     quota: {
       type: 'object',
-      description: 'Usage of every throttler resource (RESOURCE_TYPES of @bifro/spi) and the refusals counted against it.',
+      description:
+        'Usage of every throttler resource (RESOURCE_TYPES of @bifro/spi), the refusals counted against it, and its limit when the throttler states one.',
       required: [...RESOURCE_TYPES],
       properties: Object.fromEntries(RESOURCE_TYPES.map((r) => [r, RESOURCE_USAGE])),
     },
@@ -127,8 +133,22 @@ export function tenantFigures(ctx: ApiContext, tenant: string): Record<string, u
     retained: { messages: m.retainedMessages, bytes: m.retainedBytes },
     memory: { sessionQueueBytes: m.sessionMemoryBytes, inboxBytes: m.inboxBytes },
     quotaScope: usage.clusterWide ? 'cluster' : 'node',
-    quota: Object.fromEntries(RESOURCE_TYPES.map((r, i) => [r, { usage: usage.get(tenant, r), refusals: refusals?.[i] ?? 0 }])),
+    quota: Object.fromEntries(RESOURCE_TYPES.map((r, i) => [r, resourceFigures(ctx, tenant, r, refusals?.[i] ?? 0)])),
   };
+}
+
+/** One `quota` entry: `limit` only when the throttler states one (unlimited and unknown look alike). */
+function resourceFigures(ctx: ApiContext, tenant: string, resource: ResourceType, refusals: number): ResourceFigures {
+  const figures: ResourceFigures = { usage: ctx.engine.usage.get(tenant, resource), refusals };
+  const limit = ctx.engine.throttler.quota(tenant, resource);
+  if (limit !== undefined) figures.limit = limit;
+  return figures;
+}
+
+interface ResourceFigures {
+  usage: number;
+  refusals: number;
+  limit?: number;
 }
 
 /** Whether the broker knows the tenant: recorded usage, or routes. */

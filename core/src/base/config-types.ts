@@ -128,6 +128,8 @@ export interface ApiConfig {
   readonly authFailuresPerMinute: number;
   /** Serve the OpenAPI browser page at /api/v1/docs. */
   readonly docsPage: boolean;
+  /** Serve the web dashboard at /dashboard/ (docs/dashboard.md). */
+  readonly dashboard: boolean;
 }
 
 /** `GET /metrics` (docs/metrics.md). */

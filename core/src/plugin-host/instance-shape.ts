@@ -50,6 +50,9 @@ export function instanceProblems(kind: PluginKind, instance: unknown): string[] 
     case 'settings':
       if (shape.onChange !== undefined && !isFunction(shape.onChange)) problems.push('settings.onChange is not a function');
       break;
+    case 'throttler':
+      if (shape.quota !== undefined && !isFunction(shape.quota)) problems.push('throttler.quota is not a function');
+      break;
     case 'storage':
       problems.push(...storageProblems(shape));
       break;

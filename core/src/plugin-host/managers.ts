@@ -87,6 +87,11 @@ export interface ThrottlerManager {
   /** Fails open: a throw counts as true. */
   hasResource(tenantId: string, resource: ResourceType): boolean;
   /**
+   * The tenant's limit for the resource as the throttler states it, for display (admin API);
+   * `undefined` when unlimited (0 included), unknown, or the plugin has no `quota` or fails. Not for hot paths.
+   */
+  quota(tenantId: string, resource: ResourceType): number | undefined;
+  /**
    * Called on every negative answer of the throttler (a quota refusal), for the refusal counters
    * of the tenant's usage (docs/metrics.md). One listener: a later call replaces it.
    */

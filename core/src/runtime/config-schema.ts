@@ -64,6 +64,7 @@ export interface RawConfig {
     readonly tls?: { readonly cert: string; readonly key: string; readonly ca?: string };
     readonly authFailuresPerMinute?: number;
     readonly docsPage?: boolean;
+    readonly dashboard?: boolean;
   } | null;
   readonly cluster?: {
     readonly servers?: readonly string[];
@@ -262,7 +263,7 @@ export const CONFIG_SCHEMA = {
     },
     api: {
       type: ['object', 'null'],
-      expected: 'a map {host, port, tokens, tls, authFailuresPerMinute, docsPage}',
+      expected: 'a map {host, port, tokens, tls, authFailuresPerMinute, docsPage, dashboard}',
       additionalProperties: false,
       properties: {
         host: { type: 'string', minLength: 1, expected: 'a host name or IP address' },
@@ -295,6 +296,7 @@ export const CONFIG_SCHEMA = {
         },
         authFailuresPerMinute: integer(1, 100000, ' (requests with a bad token per address per minute)'),
         docsPage: BOOLEAN,
+        dashboard: BOOLEAN,
       },
     },
     cluster: {

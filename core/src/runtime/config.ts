@@ -263,6 +263,7 @@ function buildApi(raw: NonNullable<RawConfig['api']>, fromFile: (p: string) => s
       : {}),
     authFailuresPerMinute: raw.authFailuresPerMinute ?? DEFAULT_API_AUTH_FAILURES_PER_MINUTE,
     docsPage: raw.docsPage ?? true,
+    dashboard: raw.dashboard ?? true,
   };
 }
 

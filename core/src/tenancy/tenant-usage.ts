@@ -196,6 +196,11 @@ export class TenantUsage implements TenantUsageReader {
     return this.tenants.entries();
   }
 
+  /** The states alone, for samplers that sum every tenant (no entry tuple per tenant). */
+  stateValues(): IterableIterator<TenantState> {
+    return this.tenants.values();
+  }
+
   /** The tenant's state, undefined when it has no recorded usage (nothing is created). */
   peek(tenantId: string): TenantState | undefined {
     return this.tenants.get(tenantId);

@@ -150,6 +150,38 @@ describe('ThrottlerManager', () => {
     expect(host.throttler.hasResource('broken', 'TotalConnections')).toBe(true);
     expect(host.plugins.find((p) => p.name === '@fixtures/valid-throttler')!.stats.throttler).toMatchObject({ calls: 4, failures: 1 });
   });
+
+  it("passes the plugin's quota through; 0, a throw or an answer that is not a finite non-negative number is undefined", async () => {
+    const quotas = { big: 1000, free: 0, negative: -1, text: '10', endless: Infinity, nan: NaN, nothing: undefined };
+    const sink: BrokerEvent[] = [];
+    const { host } = await load({
+      throttler: fixture('valid-throttler', { exhausted: ['full'], quotas }),
+      events: [fixture('valid-events', { sink, eventTypes: ['pluginCallFailed'] })],
+    });
+    expect(host.throttler.quota('big', 'TotalConnections')).toBe(1000);
+    expect(host.throttler.quota('full', 'TotalConnections')).toBe(1);
+    expect(host.throttler.quota('big', 'TotalRetainTopics')).toBeUndefined();
+    expect(host.throttler.quota('other', 'TotalConnections')).toBeUndefined();
+    expect(host.throttler.quota('nothing', 'TotalConnections')).toBeUndefined();
+    expect(host.throttler.quota('free', 'TotalConnections')).toBeUndefined();
+    const stats = host.plugins.find((p) => p.name === '@fixtures/valid-throttler')!.stats.throttler!;
+    expect(stats).toMatchObject({ calls: 6, failures: 0 });
+    for (const tenant of ['negative', 'text', 'endless', 'nan', 'broken'])
+      expect(host.throttler.quota(tenant, 'TotalConnections')).toBeUndefined();
+    expect(stats).toMatchObject({ calls: 11, failures: 5 });
+    expect(sink.map((e) => [e.tenantId, e.detail.method, e.detail.reason])).toEqual([
+      ['negative', 'quota', 'invalidResult'],
+      ['text', 'quota', 'invalidResult'],
+      ['endless', 'quota', 'invalidResult'],
+      ['nan', 'quota', 'invalidResult'],
+      ['broken', 'quota', 'error'],
+    ]);
+  });
+
+  it('answers undefined without calling a throttler that has no quota', async () => {
+    const { host } = await load({});
+    expect(host.throttler.quota('acme', 'TotalConnections')).toBeUndefined();
+  });
 });
 
 describe('BalancerManager', () => {

@@ -41,6 +41,12 @@ export class QuotaThrottler implements ResourceThrottler {
     return limit === Infinity || this.usage.get(tenantId, resource) < limit;
   }
 
+  /** The quota `hasResource` compares with (SPI 1.5.0, for the admin API); `undefined` when unlimited. */
+  quota(tenantId: string, resource: ResourceType): number | undefined {
+    const limit = this.quotaOf(tenantId, resource);
+    return limit === Infinity ? undefined : limit;
+  }
+
   /** The quota of a resource for a tenant, `Infinity` when unlimited (for logs and tests). */
   quotaOf(tenantId: string, resource: ResourceType): number {
     const index = RESOURCE_INDEX.get(resource);

@@ -132,12 +132,43 @@ describe('quota throttler plugin', () => {
     expect(t.hasResource('acme', 'TotalFutureThings' as ResourceType)).toBe(true);
   });
 
+  it('states the quota hasResource compares with: own value over default, undefined when unlimited (0 or none)', () => {
+    const usage = new Usage();
+    const t = throttler(
+      {
+        defaults: { TotalConnections: 10, TotalConnectPerSecond: 5, TotalRetainTopics: 0 },
+        tenants: { big: { TotalConnections: 1000 }, vip: { TotalConnections: 0 } },
+      },
+      usage,
+    );
+    expect(t.quota('big', 'TotalConnections')).toBe(1000);
+    expect(t.quota('big', 'TotalConnectPerSecond')).toBe(5);
+    expect(t.quota('acme', 'TotalConnections')).toBe(10);
+    expect(t.quota('vip', 'TotalConnections')).toBeUndefined();
+    expect(t.quota('acme', 'TotalRetainTopics')).toBeUndefined();
+    expect(t.quota('acme', 'TotalSubscribePerSecond')).toBeUndefined();
+    expect(t.quota('acme', 'TotalFutureThings' as ResourceType)).toBeUndefined();
+    // The limit is the one hasResource applies: refused from usage = quota on.
+    usage.set('acme', 'TotalConnections', 9);
+    expect(t.hasResource('acme', 'TotalConnections')).toBe(true);
+    usage.set('acme', 'TotalConnections', t.quota('acme', 'TotalConnections')!);
+    expect(t.hasResource('acme', 'TotalConnections')).toBe(false);
+    expect(usage.reads).toBe(2); // quota reads no usage
+  });
+
+  it('states no quota for any resource without options', () => {
+    const t = throttler({}, new Usage());
+    for (const resource of RESOURCE_TYPES) expect(t.quota('acme', resource)).toBeUndefined();
+  });
+
   it('accepts any tenant id, including names of Object.prototype members', () => {
     const usage = new Usage().set('__proto__', 'TotalConnections', 1).set('constructor', 'TotalConnections', 1);
     const t = throttler({ tenants: { ['__proto__']: { TotalConnections: 1 }, constructor: { TotalConnections: 2 } } }, usage);
     expect(t.hasResource('__proto__', 'TotalConnections')).toBe(false);
     expect(t.hasResource('constructor', 'TotalConnections')).toBe(true);
     expect(t.hasResource('toString', 'TotalConnections')).toBe(true);
+    expect(t.quota('__proto__', 'TotalConnections')).toBe(1);
+    expect(t.quota('toString', 'TotalConnections')).toBeUndefined();
   });
 });
 

@@ -22,7 +22,8 @@ const ORDINARY_TENANTS = ['t1', '', 'tenant-ü', 'unknown-tenant-bifro-conforman
 
 /**
  * The conformance kit of {@link ResourceThrottler}: lifecycle, and a synchronous boolean without
- * throwing for every resource type and varied tenants; plus the throttler's own answers.
+ * throwing for every resource type and varied tenants; `quota`, when the throttler has it,
+ * answers `undefined` or a finite non-negative number the same way; plus the throttler's own answers.
  *
  * @example
  * ```ts
@@ -54,6 +55,22 @@ export function resourceThrottlerConformance(options: ResourceThrottlerConforman
       }
     });
   }
+
+  add('quota (when present) answers undefined or a finite non-negative number synchronously for every resource and tenant', async (p) => {
+    const quota = p.quota;
+    if (quota === undefined) return; // optional (SPI 1.5.0)
+    assert.equal(typeof quota, 'function', 'quota must be a method when present');
+    for (const resource of RESOURCE_TYPES) {
+      for (const tenantId of tenants) {
+        const what = `quota(${JSON.stringify(tenantId)}, ${resource})`;
+        const answer: unknown = callSync(what, () => quota.call(p, tenantId, resource));
+        assert.ok(
+          answer === undefined || (typeof answer === 'number' && Number.isFinite(answer) && answer >= 0),
+          `${what} must answer undefined or a finite non-negative number, got ${String(answer)}`,
+        );
+      }
+    }
+  });
 
   (options.expectations ?? []).forEach((e) => {
     add(`expectation: ${e.resource} of ${JSON.stringify(e.tenantId)} is ${String(e.hasResource)}`, async (p) => {

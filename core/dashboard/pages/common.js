@@ -1,0 +1,72 @@
+// @ts-check
+import { ApiError } from '../api.js';
+import { h } from '../dom.js';
+
+/**
+ * A notice that says what went wrong, in the API's words.
+ * @param {unknown} err
+ */
+export function errorNotice(err) {
+  const text = err instanceof ApiError ? `${err.message} (${err.code}, HTTP ${err.status})` : String(err);
+  return h('p', { class: 'notice error', role: 'alert' }, text);
+}
+
+/**
+ * Runs `fn` now and every `ms` while the page is shown; returns the stop function.
+ * @param {() => Promise<void>} fn
+ * @param {number} ms
+ */
+export function every(fn, ms) {
+  let stopped = false;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let timer;
+  const tick = async () => {
+    await fn();
+    if (!stopped) timer = setTimeout(tick, ms);
+  };
+  void tick();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
+
+/**
+ * A tile: one figure and what it is.
+ * @param {string} label
+ */
+export function tile(label) {
+  const value = h('div', { class: 'value' }, '—');
+  return { element: h('div', { class: 'panel tile' }, value, h('div', { class: 'label' }, label)), value };
+}
+
+/**
+ * The tenant a tenant-scoped page works on: the token's own, or the `tenant` query parameter.
+ * @param {import('../app.js').PageContext} ctx
+ */
+export function tenantOf(ctx) {
+  return ctx.who.tenant ?? ctx.query.get('tenant') ?? '';
+}
+
+/**
+ * A tenant picker for admin tokens (a text field with the known tenants as suggestions); a tenant
+ * token's pages show its tenant only.
+ * @param {import('../app.js').PageContext} ctx
+ * @param {string[]} known
+ * @param {string} current
+ */
+export function tenantField(ctx, known, current) {
+  if (!ctx.who.admin) return h('input', { type: 'hidden', name: 'tenant', value: ctx.who.tenant });
+  const list = h(
+    'datalist',
+    { id: 'known-tenants' },
+    known.map((t) => h('option', { value: t })),
+  );
+  return h(
+    'label',
+    {},
+    'Tenant',
+    h('input', { type: 'text', name: 'tenant', value: current, list: 'known-tenants', required: true, autocomplete: 'off' }),
+    list,
+  );
+}

@@ -1,0 +1,145 @@
+// @ts-check
+import { all, api, seg } from '../api.js';
+import { fill, h, time } from '../dom.js';
+import { errorNotice, tenantField, tenantOf } from './common.js';
+
+export const title = 'Retained';
+
+/** Longest payload preview shown in the table. */
+const PREVIEW = 120;
+
+/**
+ * Browse a tenant's retained messages by topic filter; clear one.
+ * @param {HTMLElement} main
+ * @param {import('../app.js').PageContext} ctx
+ */
+export function render(main, ctx) {
+  const tenant = tenantOf(ctx);
+  const filter = ctx.query.get('filter') ?? '#';
+  const results = h('div');
+  const slot = h('span');
+  const form = h(
+    'form',
+    { class: 'row', role: 'search', onsubmit: (/** @type {Event} */ e) => search(e) },
+    slot,
+    h('label', {}, 'Topic filter', h('input', { type: 'text', name: 'filter', value: filter, autocomplete: 'off', required: true })),
+    h('button', { type: 'submit' }, 'Browse'),
+  );
+  fill(main, h('h1', {}, 'Retained messages'), form, results);
+  if (ctx.who.admin)
+    void all('/api/v1/tenants', {}, 1000)
+      .then((p) =>
+        fill(
+          slot,
+          tenantField(
+            ctx,
+            p.items.map((t) => t.tenant),
+            tenant,
+          ),
+        ),
+      )
+      .catch(() => fill(slot, tenantField(ctx, [], tenant)));
+  else fill(slot, tenantField(ctx, [], tenant));
+
+  /** @param {Event} e */
+  function search(e) {
+    e.preventDefault();
+    const data = new FormData(/** @type {HTMLFormElement} */ (form));
+    const q = new URLSearchParams({ tenant: String(data.get('tenant') ?? ''), filter: String(data.get('filter') ?? '#') });
+    ctx.go(`#/retained?${q}`);
+  }
+  if (tenant === '') {
+    fill(results, h('p', { class: 'muted' }, 'Pick a tenant to browse its retained messages.'));
+    return;
+  }
+  const tbody = h('tbody');
+  const more = h('p');
+  const status = h('div', { role: 'status' });
+  fill(
+    results,
+    status,
+    h(
+      'div',
+      { class: 'panel scroll' },
+      h(
+        'table',
+        { id: 'retained-table' },
+        h(
+          'thead',
+          {},
+          h(
+            'tr',
+            {},
+            ['Topic', 'Payload', 'QoS', 'Published', 'Expires', ''].map((c) => h('th', { scope: 'col' }, c)),
+          ),
+        ),
+        tbody,
+      ),
+    ),
+    more,
+  );
+  const base = `/api/v1/tenants/${seg(tenant)}/retained`;
+
+  /** @param {string | undefined} cursor */
+  async function load(cursor) {
+    try {
+      const q = new URLSearchParams({ filter, limit: '100', ...(cursor ? { cursor } : {}) });
+      const page = await api(`${base}?${q}`);
+      if (cursor === undefined && page.items.length === 0)
+        fill(tbody, h('tr', {}, h('td', { colspan: 6, class: 'muted' }, `No retained message matches ${filter}.`)));
+      for (const m of page.items) tbody.append(row(m));
+      fill(
+        more,
+        page.nextCursor ? h('button', { type: 'button', class: 'quiet', onclick: () => void load(page.nextCursor) }, 'Show more') : null,
+      );
+    } catch (err) {
+      fill(status, errorNotice(err));
+    }
+  }
+
+  /** @param {any} m */
+  function row(m) {
+    const text = m.payload === undefined ? `${atob(m.payloadBase64).length} bytes, binary` : m.payload;
+    const preview = text.length > PREVIEW ? `${text.slice(0, PREVIEW)}…` : text;
+    const tr = h(
+      'tr',
+      {},
+      h('td', { class: 'mono' }, m.topic),
+      h('td', { class: m.payload === undefined ? 'muted' : 'mono' }, preview),
+      h('td', {}, String(m.qos)),
+      h('td', {}, time(m.publishedAt)),
+      h('td', {}, m.expiresAt ? time(m.expiresAt) : 'never'),
+      h(
+        'td',
+        {},
+        h(
+          'button',
+          {
+            type: 'button',
+            class: 'danger',
+            'aria-label': `Clear ${m.topic}`,
+            onclick: () => void clear(m.topic, tr),
+          },
+          'Clear',
+        ),
+      ),
+    );
+    return tr;
+  }
+
+  /**
+   * @param {string} topic
+   * @param {HTMLElement} tr
+   */
+  async function clear(topic, tr) {
+    if (!confirm(`Clear the retained message of ${topic}?`)) return;
+    try {
+      await api(`${base}/${seg(topic)}`, { method: 'DELETE' });
+      tr.remove();
+      fill(status, h('p', { class: 'notice ok' }, `Cleared ${topic}.`));
+    } catch (err) {
+      fill(status, errorNotice(err));
+    }
+  }
+  void load(undefined);
+}
