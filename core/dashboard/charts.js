@@ -5,6 +5,16 @@ import { h, num } from './dom.js';
 /** How much a plot shows: the 15 minutes the broker keeps. */
 const WINDOW_S = 15 * 60;
 
+/** The two plots the overview and a tenant's page share. */
+export const MESSAGES_PLOT = {
+  title: 'Messages per second',
+  series: [
+    { label: 'in', color: '--series-1' },
+    { label: 'out', color: '--series-2' },
+  ],
+};
+export const CONNECTIONS_PLOT = { title: 'Connections', series: [{ label: 'connections', color: '--series-3' }] };
+
 /** @param {string} name a CSS custom property of :root */
 function css(name) {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim();

@@ -1,6 +1,6 @@
 // @ts-check
-import { ApiError } from '../api.js';
-import { h } from '../dom.js';
+import { all, ApiError } from '../api.js';
+import { fill, h } from '../dom.js';
 
 /**
  * A notice that says what went wrong, in the API's words.
@@ -49,19 +49,23 @@ export function tenantOf(ctx) {
 }
 
 /**
- * A tenant picker for admin tokens (a text field with the known tenants as suggestions); a tenant
- * token's pages show its tenant only.
+ * A tenant picker for admin tokens: a text field suggesting the tenants the broker knows (the
+ * suggestions are a convenience: when they fail to load, the field still takes any id). A tenant
+ * token's pages work on its own tenant, so the field is hidden.
  * @param {import('../app.js').PageContext} ctx
- * @param {string[]} known
  * @param {string} current
  */
-export function tenantField(ctx, known, current) {
+export function tenantField(ctx, current) {
   if (!ctx.who.admin) return h('input', { type: 'hidden', name: 'tenant', value: ctx.who.tenant });
-  const list = h(
-    'datalist',
-    { id: 'known-tenants' },
-    known.map((t) => h('option', { value: t })),
-  );
+  const list = h('datalist', { id: 'known-tenants' });
+  void all('/api/v1/tenants', {}, 1000)
+    .then((p) =>
+      fill(
+        list,
+        p.items.map((t) => h('option', { value: t.tenant })),
+      ),
+    )
+    .catch(() => undefined);
   return h(
     'label',
     {},

@@ -1,6 +1,6 @@
 // @ts-check
 import { api, seg } from '../api.js';
-import { liveChart, pollHistory } from '../charts.js';
+import { CONNECTIONS_PLOT, liveChart, MESSAGES_PLOT, pollHistory } from '../charts.js';
 import { fill, h, num, time } from '../dom.js';
 import { errorNotice, every, tile } from './common.js';
 
@@ -23,14 +23,8 @@ export function render(main, ctx) {
     lag: tile('event-loop lag p99, ms'),
   };
   const charts = {
-    messages: liveChart({
-      title: 'Messages per second',
-      series: [
-        { label: 'in', color: '--series-1' },
-        { label: 'out', color: '--series-2' },
-      ],
-    }),
-    connections: liveChart({ title: 'Connections', series: [{ label: 'connections', color: '--series-3' }] }),
+    messages: liveChart(MESSAGES_PLOT),
+    connections: liveChart(CONNECTIONS_PLOT),
     dropped: liveChart({ title: 'Dropped deliveries per second', series: [{ label: 'dropped', color: '--series-4' }] }),
     lag: liveChart({ title: 'Event-loop lag (p99)', unit: ' ms', series: [{ label: 'lag', color: '--series-1' }] }),
   };

@@ -1,5 +1,5 @@
 // @ts-check
-import { all, api, seg } from '../api.js';
+import { api, seg } from '../api.js';
 import { fill, h, time } from '../dom.js';
 import { errorNotice, tenantField, tenantOf } from './common.js';
 
@@ -17,29 +17,14 @@ export function render(main, ctx) {
   const tenant = tenantOf(ctx);
   const filter = ctx.query.get('filter') ?? '#';
   const results = h('div');
-  const slot = h('span');
   const form = h(
     'form',
     { class: 'row', role: 'search', onsubmit: (/** @type {Event} */ e) => search(e) },
-    slot,
+    tenantField(ctx, tenant),
     h('label', {}, 'Topic filter', h('input', { type: 'text', name: 'filter', value: filter, autocomplete: 'off', required: true })),
     h('button', { type: 'submit' }, 'Browse'),
   );
   fill(main, h('h1', {}, 'Retained messages'), form, results);
-  if (ctx.who.admin)
-    void all('/api/v1/tenants', {}, 1000)
-      .then((p) =>
-        fill(
-          slot,
-          tenantField(
-            ctx,
-            p.items.map((t) => t.tenant),
-            tenant,
-          ),
-        ),
-      )
-      .catch(() => fill(slot, tenantField(ctx, [], tenant)));
-  else fill(slot, tenantField(ctx, [], tenant));
 
   /** @param {Event} e */
   function search(e) {

@@ -1,5 +1,5 @@
 // @ts-check
-import { all, api, seg } from '../api.js';
+import { api, seg } from '../api.js';
 import { fill, h, num, time } from '../dom.js';
 import { errorNotice, tenantField, tenantOf } from './common.js';
 
@@ -21,27 +21,12 @@ export function render(main, ctx) {
   const form = h(
     'form',
     { class: 'row', role: 'search', onsubmit: (/** @type {Event} */ e) => search(e) },
-    h('span', { id: 'tenant-slot' }),
+    tenantField(ctx, tenant),
     h('label', {}, 'Client id starts with', h('input', { type: 'text', name: 'prefix', value: prefix, autocomplete: 'off' })),
     h('label', {}, 'User', h('input', { type: 'text', name: 'user', value: user, autocomplete: 'off' })),
     h('button', { type: 'submit' }, 'Search'),
   );
   fill(main, h('h1', {}, 'Sessions'), form, h('div', { class: 'split' }, results, details));
-  const slot = /** @type {HTMLElement} */ (form.querySelector('#tenant-slot'));
-  if (ctx.who.admin)
-    void all('/api/v1/tenants', {}, 1000)
-      .then((p) =>
-        fill(
-          slot,
-          tenantField(
-            ctx,
-            p.items.map((t) => t.tenant),
-            tenant,
-          ),
-        ),
-      )
-      .catch(() => fill(slot, tenantField(ctx, [], tenant)));
-  else fill(slot, tenantField(ctx, [], tenant));
 
   /** @param {Event} e */
   function search(e) {

@@ -1,6 +1,6 @@
 // @ts-check
 import { api, ApiError, seg } from '../api.js';
-import { liveChart, pollHistory } from '../charts.js';
+import { CONNECTIONS_PLOT, liveChart, MESSAGES_PLOT, pollHistory } from '../charts.js';
 import { bytes, fill, h, num, quotaBar } from '../dom.js';
 import { errorNotice, every, tile } from './common.js';
 
@@ -23,15 +23,9 @@ export function render(main, ctx) {
     retained: tile('retained messages'),
     memory: tile('queued in memory'),
   };
-  const messages = liveChart({
-    title: 'Messages per second',
-    series: [
-      { label: 'in', color: '--series-1' },
-      { label: 'out', color: '--series-2' },
-    ],
-  });
+  const messages = liveChart(MESSAGES_PLOT);
   messages.element.id = 'chart-tenant-messages';
-  const connections = liveChart({ title: 'Connections', series: [{ label: 'connections', color: '--series-3' }] });
+  const connections = liveChart(CONNECTIONS_PLOT);
   const quotas = h('div', { class: 'panel scroll' });
   const settings = h('div', { id: 'settings' });
   fill(

@@ -27,13 +27,6 @@ import { SPI_VERSION } from '@bifro/spi';
 import { UsageError } from './cli-errors';
 import { EXIT, type CliIo } from './cli-io';
 import { reportError } from './error-report';
-import { benchCommand, benchUsage } from './commands/bench';
-import { passwdCommand } from './commands/passwd';
-import { pluginCommand } from './commands/plugin';
-import { startCommand } from './commands/start';
-import { statusCommand } from './commands/status';
-import { stopCommand } from './commands/stop';
-import { tokenCommand } from './commands/token';
 import { COMMAND_OPTIONS, COMMAND_USAGE, PASSWD_USAGE, TOKEN_USAGE, USAGE, parseCommandArgs, type CommandName } from './usage';
 
 /** The version of @bifro/core (this CLI). */
@@ -45,6 +38,23 @@ export function cliVersion(): string {
     return 'unknown';
   }
 }
+
+/**
+ * Each command's module is loaded when it runs: `start` pulls in the broker (fastify, the plugin
+ * host, ...) and `stop`/`status` the config loader, about 0.5 s that `--version`, `token` or
+ * `passwd` should not pay on every call.
+ */
+/* eslint-disable @typescript-eslint/no-require-imports */
+const commands = {
+  bench: () => require('./commands/bench') as typeof import('./commands/bench'),
+  passwd: () => require('./commands/passwd') as typeof import('./commands/passwd'),
+  plugin: () => require('./commands/plugin') as typeof import('./commands/plugin'),
+  start: () => require('./commands/start') as typeof import('./commands/start'),
+  status: () => require('./commands/status') as typeof import('./commands/status'),
+  stop: () => require('./commands/stop') as typeof import('./commands/stop'),
+  token: () => require('./commands/token') as typeof import('./commands/token'),
+};
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 function isCommand(name: string): name is CommandName {
   return Object.prototype.hasOwnProperty.call(COMMAND_OPTIONS, name);
@@ -72,7 +82,7 @@ export async function main(argv: readonly string[], io: CliIo, script: string = 
     if (first === 'help') {
       const topic = rest[0];
       if (topic === undefined) io.out(USAGE);
-      else if (topic === 'bench') io.out(benchUsage(io));
+      else if (topic === 'bench') io.out(commands.bench().benchUsage(io));
       else if (topic === 'passwd') io.out(PASSWD_USAGE);
       else if (topic === 'token') io.out(TOKEN_USAGE);
       else if (isCommand(topic)) io.out(COMMAND_USAGE[topic] ?? USAGE);
@@ -80,9 +90,9 @@ export async function main(argv: readonly string[], io: CliIo, script: string = 
       return EXIT.OK;
     }
     if (first.startsWith('-')) throw new UsageError(`unknown option "${first}" (options go after the command)`);
-    if (first === 'bench') return await benchCommand(rest, io);
-    if (first === 'passwd') return await passwdCommand(rest, io, undefined, PASSWD_USAGE);
-    if (first === 'token') return await tokenCommand(rest, io, TOKEN_USAGE);
+    if (first === 'bench') return await commands.bench().benchCommand(rest, io);
+    if (first === 'passwd') return await commands.passwd().passwdCommand(rest, io, undefined, PASSWD_USAGE);
+    if (first === 'token') return await commands.token().tokenCommand(rest, io, TOKEN_USAGE);
     if (!isCommand(first)) throw new UsageError(`unknown command "${first}"`);
 
     const args = parseCommandArgs(first, rest);
@@ -93,15 +103,15 @@ export async function main(argv: readonly string[], io: CliIo, script: string = 
     switch (first) {
       case 'start':
         if (args.positionals.length > 0) throw new UsageError(`bifro start: unexpected argument "${args.positionals[0]}"`);
-        return await startCommand(args, rest, io, script);
+        return await commands.start().startCommand(args, rest, io, script);
       case 'stop':
         if (args.positionals.length > 0) throw new UsageError(`bifro stop: unexpected argument "${args.positionals[0]}"`);
-        return await stopCommand(args, io);
+        return await commands.stop().stopCommand(args, io);
       case 'status':
         if (args.positionals.length > 0) throw new UsageError(`bifro status: unexpected argument "${args.positionals[0]}"`);
-        return await statusCommand(args, io);
+        return await commands.status().statusCommand(args, io);
       case 'plugin':
-        return await pluginCommand(args, io);
+        return await commands.plugin().pluginCommand(args, io);
     }
   } catch (err) {
     return reportError(err, io);
