@@ -188,6 +188,14 @@ it('an admin finds a session by client id prefix and kicks it with a redirect: t
   // The prefix search lists only matching client ids.
   await expect(table.locator('tbody tr').count()).resolves.toBe(1);
   await shot('sessions');
+  // By user: both of dora's sessions, whatever their client ids.
+  await page.getByLabel('Client id starts with').fill('');
+  await page.getByLabel('User').fill('dora');
+  await page.getByRole('button', { name: 'Search' }).click();
+  await table.getByText('user “dora”', { exact: false }).waitFor();
+  await expect(table.locator('tbody tr').count()).resolves.toBe(2);
+  await table.getByRole('link', { name: clientId }).click();
+  await details.getByRole('heading', { name: clientId }).waitFor();
 
   const disconnected = disconnectOf(victim.client);
   await details.getByLabel('Redirect (MQTT 5)').selectOption('temporary');

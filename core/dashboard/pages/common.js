@@ -12,9 +12,9 @@ export function errorNotice(err) {
 }
 
 /**
- * Runs `fn` now and every `ms` while the page is shown; returns the stop function.
+ * Runs `fn` now and again `ms` after each run ends, while the page is shown; returns the stop function.
  * @param {() => Promise<void>} fn
- * @param {number} ms
+ * @param {number | (() => number)} ms a pause, or a function giving the next one
  */
 export function every(fn, ms) {
   let stopped = false;
@@ -22,7 +22,7 @@ export function every(fn, ms) {
   let timer;
   const tick = async () => {
     await fn();
-    if (!stopped) timer = setTimeout(tick, ms);
+    if (!stopped) timer = setTimeout(tick, typeof ms === 'number' ? ms : ms());
   };
   void tick();
   return () => {

@@ -5,6 +5,11 @@ import { errorNotice, every } from './common.js';
 
 export const title = 'Tenants';
 
+/** Refresh pace: every 5 s, every 30 s once the list is more than one API page (each refresh reads every page). */
+const REFRESH_MS = 5000;
+const LARGE_REFRESH_MS = 30_000;
+const PAGE = 1000;
+
 /**
  * The resource nearest its limit: what the quota column shows.
  * @param {Record<string, { usage: number, limit?: number }>} quota
@@ -84,14 +89,21 @@ export function render(main, _ctx) {
     status,
     h('div', { class: 'panel scroll' }, table.table),
   );
-  return every(async () => {
-    try {
-      const page = await all('/api/v1/tenants', {}, 10_000);
-      rows = page.items;
-      fill(status, page.more ? h('p', { class: 'notice' }, 'Showing the first 10,000 tenants by id.') : null);
-      draw();
-    } catch (err) {
-      fill(status, errorNotice(err));
-    }
-  }, 5000);
+  return every(
+    async () => {
+      try {
+        const page = await all('/api/v1/tenants', {}, 10_000);
+        rows = page.items;
+        fill(
+          status,
+          page.more ? h('p', { class: 'notice' }, 'Showing the first 10,000 tenants by id.') : null,
+          rows.length > PAGE ? h('p', { class: 'muted' }, `${rows.length} tenants: refreshed every ${LARGE_REFRESH_MS / 1000} s.`) : null,
+        );
+        draw();
+      } catch (err) {
+        fill(status, errorNotice(err));
+      }
+    },
+    () => (rows.length > PAGE ? LARGE_REFRESH_MS : REFRESH_MS),
+  );
 }
