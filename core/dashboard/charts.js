@@ -103,6 +103,11 @@ export function pollHistory(fetchPoints, each, onError) {
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let timer;
   const tick = async () => {
+    // A hidden tab asks nothing; the next visible poll gets what it missed (`since`).
+    if (document.hidden) {
+      timer = setTimeout(tick, 2000);
+      return;
+    }
     try {
       const p = await fetchPoints(since);
       if (stopped) return;

@@ -65,13 +65,34 @@ beforeEach(async () => {
   context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   page = await context.newPage();
   page.setDefaultTimeout(UI_MS);
-  // Kick, ban and clear ask for confirmation.
-  page.on('dialog', (d) => void d.accept());
+  watch(page);
 });
 
 afterEach(async () => {
   await context?.close();
+  // No page threw, and the browser logged no error: no refused resource, no blocked style or script.
+  expect(pageErrors.splice(0)).toEqual([]);
 });
+
+/** What went wrong in the page: uncaught exceptions and the browser's error messages. */
+const pageErrors: string[] = [];
+
+/**
+ * Expected: the first test makes the page evaluate a string, to see the policy refuse it, and the
+ * API's 400, 401 and 403 answers the tests provoke (the page shows them).
+ */
+const expectedError = (text: string): boolean => text.includes("'unsafe-eval'") || /status of 40[013]\b/.test(text);
+
+function watch(p: Page): void {
+  // Kick, ban and clear ask for confirmation.
+  p.on('dialog', (d) => void d.accept());
+  p.on('pageerror', (err) => {
+    if (!expectedError(err.message)) pageErrors.push(`uncaught: ${err.message}`);
+  });
+  p.on('console', (m) => {
+    if (m.type() === 'error' && !expectedError(m.text())) pageErrors.push(`console: ${m.text()}`);
+  });
+}
 
 async function mqtt(username: string, clientId = uniqueName('dash'), extra: Record<string, unknown> = {}) {
   const c = await connectAsync(b.port, { protocolVersion: 5, clientId, username, reconnectPeriod: 0, ...extra });
@@ -270,6 +291,7 @@ it('fits a phone, works from the keyboard and follows a dark system theme', asyn
   context = await browser.newContext({ viewport: { width: 390, height: 844 }, colorScheme: 'dark', isMobile: true });
   page = await context.newPage();
   page.setDefaultTimeout(UI_MS);
+  watch(page);
   await login(API_TOKENS.admin);
   await page.locator('#chart-messages[data-points]').waitFor();
   const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');

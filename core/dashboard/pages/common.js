@@ -21,7 +21,8 @@ export function every(fn, ms) {
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let timer;
   const tick = async () => {
-    await fn();
+    // A hidden tab asks nothing (and catches up when shown again).
+    if (!document.hidden) await fn();
     if (!stopped) timer = setTimeout(tick, typeof ms === 'number' ? ms : ms());
   };
   void tick();
