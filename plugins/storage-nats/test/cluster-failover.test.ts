@@ -8,7 +8,7 @@ import { sameStorage, storageOn } from './nats-fixtures';
 // Three nats-servers, streams at R3: one server is killed with SIGKILL while appends are in
 // flight. Every append that resolved must be read back; the test reports how long writes stalled.
 
-const SESSIONS = 20;
+const SESSIONS = 10;
 const APPENDS = 2000;
 const IN_FLIGHT = 100;
 
