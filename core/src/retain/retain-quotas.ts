@@ -18,6 +18,8 @@ import type { RetainService } from './retain-service';
 export class RetainQuotas {
   /** Tenants whose retained totals were read from storage into their usage. */
   private readonly totalsLoaded = new Set<string>();
+  /** Per tenant, the number of the latest totals read issued while one is running. */
+  private readonly reads = new Map<string, number>();
 
   constructor(
     private readonly retain: RetainService,
@@ -54,13 +56,21 @@ export class RetainQuotas {
   }
 
   private loadTotals(tenantId: string): Promise<void> {
+    // Reads of one tenant's totals can finish out of order: only the newest read's figures are kept.
+    const read = (this.reads.get(tenantId) ?? 0) + 1;
+    this.reads.set(tenantId, read);
     return this.retain.totals(tenantId).then(
       (t) => {
+        if (this.reads.get(tenantId) !== read) return;
+        this.reads.delete(tenantId);
         this.totalsLoaded.add(tenantId);
         this.usage.set(tenantId, 'TotalRetainTopics', t.topics);
         this.usage.set(tenantId, 'TotalRetainedBytes', t.bytes);
       },
-      (err: unknown) => this.logger.warn({ tenantId, err: describeError(err) }, 'retained totals not read'),
+      (err: unknown) => {
+        if (this.reads.get(tenantId) === read) this.reads.delete(tenantId);
+        this.logger.warn({ tenantId, err: describeError(err) }, 'retained totals not read');
+      },
     );
   }
 

@@ -13,7 +13,7 @@ import { fromStored, toStored } from '../session/stored-message';
  */
 @injectable()
 export class RetainService {
-  /** The last retained write issued per tenant: a match waits for it, so it sees every write issued before it. */
+  /** Per tenant, a promise that settles once every retained write issued so far has: a match waits for it. */
   private readonly lastWrite = new Map<string, Promise<unknown>>();
 
   constructor(
@@ -32,13 +32,19 @@ export class RetainService {
     return write;
   }
 
-  /** Make matches of the tenant wait for `work` too (a retained write that is still being decided). */
+  /**
+   * Make matches of the tenant wait for `work` too (a retained write, or one still being decided).
+   * A match waits for every write issued before it, not only the last one: a write whose quota
+   * lookup is still running lands after writes issued later.
+   */
   track(tenantId: string, work: Promise<unknown>): void {
-    this.lastWrite.set(tenantId, work);
+    const before = this.lastWrite.get(tenantId);
+    const all = before === undefined ? work : Promise.allSettled([before, work]);
+    this.lastWrite.set(tenantId, all);
     const forget = (): void => {
-      if (this.lastWrite.get(tenantId) === work) this.lastWrite.delete(tenantId);
+      if (this.lastWrite.get(tenantId) === all) this.lastWrite.delete(tenantId);
     };
-    work.then(forget, forget);
+    all.then(forget, forget);
   }
 
   /** Whether a topic has a retained message. */

@@ -15,8 +15,11 @@ export interface InboxOwner extends PersistedSession {
   readonly loaded: boolean;
   /** QoS 1/2 deliveries in flight. */
   readonly inflightSize: number;
-  /** Put a QoS 1/2 delivery read from the inbox in flight and send it on `link` (if any); returns its packet id. */
-  sendFromInbox(d: Delivery, link: SessionLink | undefined, inboxSeq: number): number;
+  /**
+   * Put a QoS 1/2 delivery read from the inbox in flight and send it on `link` (if any); returns
+   * its packet id, or undefined when it was discarded as too large for the client [MQTT-3.1.2-25].
+   */
+  sendFromInbox(d: Delivery, link: SessionLink | undefined, inboxSeq: number): number | undefined;
 }
 
 /** The broker services the inbox reports to, on behalf of its session `S`. */
@@ -35,12 +38,23 @@ export interface InboxHost<S> extends Pick<QueueHost<S>, 'queueLimit' | 'dropped
  * Created for a session when it first uses its inbox.
  */
 export class SessionInbox<S extends InboxOwner> {
-  /** Entries in the storage inbox not yet moved to inflight. */
+  /**
+   * About how many entries wait in the storage inbox (appended, not yet moved into flight or
+   * dropped): a figure for reports. Whether to read is decided by {@link unread}, never by it.
+   */
   backlog = 0;
   /** Whether the pump is running (a delivery then goes through the inbox, keeping the order). */
   pumping = false;
-  /** Appends issued and not yet written: counted in the backlog, not yet readable. */
-  private appending = 0;
+  /**
+   * The storage inbox may hold entries after the cursor. Set by every append (when it is issued)
+   * and by a restored session's count; cleared only by a read that reached the end of the inbox
+   * after every append issued before it had been written, with none issued while it ran. A count
+   * cannot decide this: an append that lands while a read runs is not in that read.
+   */
+  private unread = false;
+  /** Appends issued, and those settled (written or failed): equal when none is on its way. */
+  private issued = 0;
+  private landed = 0;
   /** pump() was asked for while it ran: it runs once more before it stops. */
   private again = false;
   /** The last seq moved into flight. */
@@ -55,6 +69,16 @@ export class SessionInbox<S extends InboxOwner> {
     private readonly host: InboxHost<S>,
   ) {}
 
+  /** Whether deliveries must queue behind the inbox (something may wait in it, or the pump is moving entries). */
+  get waiting(): boolean {
+    return this.unread || this.pumping;
+  }
+
+  /** Whether a read may find entries: the pump has work when the client's window allows. */
+  get hasUnread(): boolean {
+    return this.unread;
+  }
+
   /**
    * Entries up to `seq` are already in flight (their records say so): reading starts after them,
    * even when the commit of a previous owner did not reach storage.
@@ -66,11 +90,34 @@ export class SessionInbox<S extends InboxOwner> {
     this.host.persistence.commit(this.session, seq).catch((err: unknown) => this.host.storageFailed(this.session, 'inbox commit', err));
   }
 
+  /** A restored session's storage inbox holds `count` entries (some may be in flight already: {@link skipTo}). */
+  restored(count: number): void {
+    if (count <= 0) return;
+    this.unread = true;
+    if (count > this.backlog) this.backlog = count;
+  }
+
   /** Forget the backlog and the cursor (clean start, session end). */
   clear(): void {
     this.account(-this.bytes);
     this.backlog = 0;
+    this.unread = false;
     this.cursor = 0;
+  }
+
+  /**
+   * An append to the storage inbox was issued (by {@link append}, or by a session turning
+   * persistent): counted until it settles, so no read taken meanwhile may conclude the inbox is empty.
+   */
+  issuedAppend<T>(written: Promise<T>): Promise<T> {
+    this.issued++;
+    this.backlog++;
+    this.unread = true;
+    const settle = (): void => {
+      this.landed++;
+    };
+    written.then(settle, settle);
+    return written;
   }
 
   /**
@@ -85,14 +132,8 @@ export class SessionInbox<S extends InboxOwner> {
       return Promise.resolve();
     }
     const { maxSize, dropOldest } = host.queueLimit(session.tenantId);
-    this.backlog++;
-    this.appending++;
     const size = d.msg.size;
-    const written = host.persistence.append(session, d, maxSize, dropOldest);
-    written.then(
-      () => this.appending--,
-      () => this.appending--,
-    );
+    const written = this.issuedAppend(host.persistence.append(session, d, maxSize, dropOldest));
     return written.then((r) => {
       if (r.appended === 0) {
         this.backlog--;
@@ -100,7 +141,7 @@ export class SessionInbox<S extends InboxOwner> {
       } else {
         this.account(size);
         if (r.dropped > 0) {
-          this.backlog -= r.dropped;
+          this.backlog = Math.max(0, this.backlog - r.dropped);
           // The store drops its oldest entries without telling their sizes: counted as this one's.
           this.account(-size * r.dropped);
           host.dropped(session, d, 'queue-full');
@@ -127,31 +168,27 @@ export class SessionInbox<S extends InboxOwner> {
     try {
       for (;;) {
         const link = session.link;
-        if (link === undefined || this.backlog <= 0 || !link.writable()) break;
+        if (link === undefined || !this.unread || !link.writable()) break;
         const room = link.receiveMaximum - session.inflightSize;
         if (room <= 0) break;
-        const entries = await this.host.persistence.read(session, this.cursor, Math.min(room, this.readMax));
-        if (entries.length === 0) {
-          // Nothing readable: an append still being written is read when it lands (it pumps
-          // again); with none pending, the backlog counted entries that are gone.
-          if (this.appending === 0) this.backlog = 0;
-          break;
-        }
+        // Whether every append issued so far is written: only then can a short read mean the end.
+        const issuedBefore = this.issued;
+        const allLanded = this.landed === issuedBefore;
+        const asked = Math.min(room, this.readMax);
+        const entries = await this.host.persistence.read(session, this.cursor, asked);
         const records: InflightRecord[] = [];
         const now = this.host.now();
         let readBytes = 0;
-        let seen = 0;
         let moved = 0;
         for (const e of entries) {
           const d = fromInboxMessage(e);
-          readBytes += d.msg.size;
-          seen++;
           const current = session.link;
           // The socket filled up: the rest stays in the inbox (read again later), not in the socket's buffer [SEC-MEM-1].
           if (current !== undefined && moved > 0 && !current.writable()) break;
+          readBytes += d.msg.size;
           moved++;
           this.cursor = e.seq;
-          this.backlog--;
+          if (this.backlog > 0) this.backlog--;
           this.account(-d.msg.size);
           if (d.msg.expired(now)) {
             this.host.dropped(session, d, 'expired');
@@ -161,16 +198,30 @@ export class SessionInbox<S extends InboxOwner> {
             current?.sendPublish(d, 0, false);
             continue;
           }
-          records.push({ packetId: session.sendFromInbox(d, current, e.seq), phase: 'publish', message: e, inboxSeq: e.seq });
+          const packetId = session.sendFromInbox(d, current, e.seq);
+          // Discarded as too large: completed, so no record (the commit below still moves past it).
+          if (packetId !== undefined) records.push({ packetId, phase: 'publish', message: e, inboxSeq: e.seq });
         }
-        // Large messages: fewer per read, so a read holds about one connection bound of them.
-        this.readMax = Math.max(1, Math.min(INBOX_READ_BATCH, Math.floor((link.maxQueuedBytes * seen) / Math.max(1, readBytes))));
-        const p = this.host.persistence;
-        const put = records.length > 0 ? p.putInflight(session, records) : undefined;
-        // Storage over the network (a cluster's) writes each store on its own: the records first,
-        // then the commit, so a crash in between leaves a duplicate, never a loss.
-        if (p.storage.shared === true) await put;
-        await Promise.all([put, p.commit(session, this.cursor)]);
+        // The read came back short and everything in it moved: the end of the inbox, unless an
+        // append was on its way when it started or was issued while it ran (that one pumps again
+        // when it lands, or at the next attach).
+        if (entries.length < asked && moved === entries.length && allLanded && this.issued === issuedBefore) {
+          this.unread = false;
+          this.backlog = 0;
+        }
+        if (moved > 0) {
+          // Large messages: fewer per read, so a read holds about one connection bound of them.
+          this.readMax = Math.max(1, Math.min(INBOX_READ_BATCH, Math.floor((link.maxQueuedBytes * moved) / Math.max(1, readBytes))));
+          const p = this.host.persistence;
+          const put = records.length > 0 ? p.putInflight(session, records) : undefined;
+          // Storage over the network (a cluster's) writes each store on its own: the records first,
+          // then the commit, so a crash in between leaves a duplicate, never a loss.
+          if (p.storage.shared === true) await put;
+          await Promise.all([put, p.commit(session, this.cursor)]);
+        } else if (entries.length === 0) {
+          // Nothing readable yet: the appends on their way pump again when they land.
+          break;
+        }
       }
     } catch (err) {
       this.host.storageFailed(session, 'inbox pump', err);

@@ -203,11 +203,27 @@ export class SessionRegistry {
 
   /**
    * Write a persistent session through storage before CONNACK says it exists (its record: will,
-   * expiry); a resumed session that was transient until now writes its state first.
+   * expiry); a restored session is read back first, and a resumed session that was transient
+   * until now writes its state first.
    */
   async store(session: Session, existing: Session | undefined): Promise<void> {
+    // A restored session's state is read back before CONNACK says it is present.
+    await session.load();
     if (!session.stored && existing !== undefined) await session.persist();
     await this.save(session);
+  }
+
+  /**
+   * The CONNECT that opened `session` was refused after all (storage failed): a new session ends,
+   * a resumed one is offline again, as if the refused connection had dropped at once, without its will.
+   */
+  refused(session: Session, existing: Session | undefined): void {
+    if (existing === undefined) {
+      this.end(session);
+      return;
+    }
+    session.will = undefined;
+    this.disconnected(session, false);
   }
 
   /** Write a persistent session's record (subscriptions, will, expiry); `disconnectedAt` when it is offline. */

@@ -96,8 +96,9 @@ export class Session implements WheelEntry {
 
   /** Whether the session's record is in storage (it was persistent at some point). */
   stored = false;
-  /** false for a session restored from storage until its inflight state is read back. */
+  /** false for a session restored from storage until its inflight state is read back ({@link load}). */
   loaded = true;
+  private loading: Promise<void> | undefined;
   /** Registered with the engine's resend scan (MQTT 3 connections). */
   resendWatched = false;
 
@@ -257,7 +258,7 @@ export class Session implements WheelEntry {
       return undefined;
     }
     const inbox = this.inboxState;
-    const direct = link !== undefined && this.loaded && (inbox === undefined || (inbox.backlog === 0 && !inbox.pumping)) && link.writable();
+    const direct = link !== undefined && this.loaded && (inbox === undefined || !inbox.waiting) && link.writable();
     if (direct && this.inflight.size < link.receiveMaximum) {
       const packetId = this.allocatePacketId();
       if (d.qos === 1) {
@@ -327,14 +328,13 @@ export class Session implements WheelEntry {
     return true;
   }
 
-  /** Attach a connection: resend what was in flight with DUP [MQTT-4.4.0-1], then what waits. */
+  /**
+   * Attach a connection: resend what was in flight with DUP [MQTT-4.4.0-1], then what waits. A
+   * restored session is {@link load}ed first (the CONNECT that resumes it waits for that).
+   */
   attach(link: SessionLink): void {
     this.link = link;
     this.connectedAt = this.host.now();
-    if (!this.loaded) {
-      void this.load().then(() => this.link === link && this.resend(link));
-      return;
-    }
     this.resend(link);
   }
 
@@ -349,7 +349,7 @@ export class Session implements WheelEntry {
     if (link === undefined) return;
     if (this.persistent) {
       const inbox = this.inboxState;
-      if (inbox !== undefined && inbox.backlog > 0) void inbox.pump();
+      if (inbox !== undefined && inbox.hasUnread) void inbox.pump();
       return;
     }
     const queue = this.queue;
@@ -406,8 +406,7 @@ export class Session implements WheelEntry {
     if (records.length > 0) writes.push(p.putInflight(this, records));
     for (const d of waiting) {
       if (d.qos === 0 && this.link !== undefined) continue;
-      writes.push(p.append(this, d, maxSize, dropOldest));
-      this.inbox.backlog++;
+      writes.push(this.inbox.issuedAppend(p.append(this, d, maxSize, dropOldest)));
     }
     for (const id of this.inboundQoS2) writes.push(p.addIncoming(this, id));
     await Promise.all(writes);
@@ -433,43 +432,63 @@ export class Session implements WheelEntry {
     this.drain();
   }
 
-  /** Read back what a restored session had in flight, and its inbound QoS 2 ids. */
-  private async load(): Promise<void> {
-    const p = this.host.persistence;
-    try {
-      const [records, incoming, backlog] = await Promise.all([p.listInflight(this), p.listIncoming(this), p.count(this)]);
-      for (const r of records) {
-        const entry = new Inflight(
-          this,
-          r.packetId,
-          r.phase === 'publish' && r.message !== undefined ? fromInboxMessage(r.message) : undefined,
-          undefined,
-          false,
-        );
-        entry.phase = r.phase;
-        entry.inboxSeq = r.inboxSeq;
-        this.inflight.set(r.packetId, entry);
-        if (r.packetId >= this.nextPacketId) this.nextPacketId = r.packetId === 65535 ? 1 : r.packetId + 1;
-      }
-      for (const id of incoming) this.inboundQoS2.add(id);
-      if (backlog > 0 || this.inboxState !== undefined) this.inbox.backlog = backlog;
-      let inFlightUpTo = 0;
-      for (const r of records) if (r.inboxSeq !== undefined && r.inboxSeq > inFlightUpTo) inFlightUpTo = r.inboxSeq;
-      if (inFlightUpTo > 0) this.inbox.skipTo(inFlightUpTo);
-      this.loaded = true;
-    } catch (err) {
-      this.host.storageFailed(this, 'session load', err);
-      this.loaded = true;
-    }
+  /**
+   * Read back what a restored session had in flight, its inbound QoS 2 ids and its inbox count,
+   * once: a CONNECT that resumes it waits for this before CONNACK, and concurrent CONNECTs share
+   * one read. Rejects when storage fails: the session then stays unloaded (the next CONNECT reads
+   * again), so nothing is ever sent from a state that was not read.
+   */
+  load(): Promise<void> {
+    if (this.loaded) return Promise.resolve();
+    return (this.loading ??= this.readBack().finally(() => {
+      this.loading = undefined;
+    }));
   }
 
-  /** A QoS 1/2 delivery read from the inbox: in flight, then sent (dropped when too large for the client); returns its packet id. */
-  sendFromInbox(d: Delivery, link: SessionLink | undefined, inboxSeq: number): number {
+  private async readBack(): Promise<void> {
+    const p = this.host.persistence;
+    let read: [InflightRecord[], number[], number];
+    try {
+      read = await Promise.all([p.listInflight(this), p.listIncoming(this), p.count(this)]);
+    } catch (err) {
+      this.host.storageFailed(this, 'session load', err);
+      throw err;
+    }
+    const [records, incoming, backlog] = read;
+    for (const r of records) {
+      const entry = new Inflight(
+        this,
+        r.packetId,
+        r.phase === 'publish' && r.message !== undefined ? fromInboxMessage(r.message) : undefined,
+        undefined,
+        false,
+      );
+      entry.phase = r.phase;
+      entry.inboxSeq = r.inboxSeq;
+      this.inflight.set(r.packetId, entry);
+      if (r.packetId >= this.nextPacketId) this.nextPacketId = r.packetId === 65535 ? 1 : r.packetId + 1;
+    }
+    for (const id of incoming) this.inboundQoS2.add(id);
+    if (backlog > 0) this.inbox.restored(backlog);
+    let inFlightUpTo = 0;
+    for (const r of records) if (r.inboxSeq !== undefined && r.inboxSeq > inFlightUpTo) inFlightUpTo = r.inboxSeq;
+    if (inFlightUpTo > 0) this.inbox.skipTo(inFlightUpTo);
+    this.loaded = true;
+  }
+
+  /**
+   * A QoS 1/2 delivery read from the inbox: in flight, then sent; returns its packet id, or
+   * undefined when it was too large for the client and discarded as completed [MQTT-3.1.2-25].
+   */
+  sendFromInbox(d: Delivery, link: SessionLink | undefined, inboxSeq: number): number | undefined {
     const packetId = this.allocatePacketId();
     const entry = new Inflight(this, packetId, d, undefined, false);
     entry.inboxSeq = inboxSeq;
     this.track(packetId, entry);
-    if (link !== undefined && !link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
+    if (link !== undefined && !link.sendPublish(d, packetId, false)) {
+      this.completeLocally(packetId, d, 'too-large');
+      return undefined;
+    }
     return packetId;
   }
 

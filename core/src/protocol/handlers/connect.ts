@@ -394,8 +394,8 @@ function finishConnect(
         () => {
           engine.usage.add(tenantId, 'TotalConnections', -1);
           conn.session = undefined;
-          if (existing === undefined) engine.sessions.end(session);
-          refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable, 'session could not be stored');
+          engine.sessions.refused(session, existing);
+          refuse(conn, RC.UnspecifiedError, RC3.ServerUnavailable, 'session could not be read from or written to storage');
         },
       );
     }
