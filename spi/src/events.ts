@@ -53,6 +53,7 @@ export const EVENT_TYPES = {
   tenant: ['resourceExhausted'],
   plugin: ['pluginCallFailed'],
   security: ['flappingDetected'],
+  storage: ['storageFailed', 'storageRecovered'],
 } as const;
 
 /** An event group name. */

@@ -5,7 +5,7 @@ import type { MaybePromise, PluginContext } from './common';
 import type { ErrorCatalogue } from './errors';
 import type { EventCollector } from './events';
 import type { SettingProvider } from './settings';
-import type { Storage } from './storage';
+import type { Storage, StorageTools } from './storage';
 import type { ResourceThrottler } from './throttler';
 
 /** The kinds of plugin, and the key of each in a plugin definition and in the broker config. */
@@ -55,6 +55,12 @@ export interface PluginDefinitionExtras {
    * ```
    */
   readonly errors?: ErrorCatalogue;
+  /**
+   * Offline check and repair of the data of a storage plugin (SPI 1.6.0): what `bifro storage
+   * check` and `bifro storage repair` run. A storage that refuses to open damaged data should
+   * offer it, and name the commands in its refusal.
+   */
+  readonly storageTools?: StorageTools;
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Lifecycle, ProtocolVersion, QoS, UserProperties } from './common';
+import type { Lifecycle, PluginContext, ProtocolVersion, QoS, UserProperties } from './common';
 
 /** MQTT 5 message properties kept with a stored message. */
 export interface MessageProperties {
@@ -244,4 +244,54 @@ export interface Storage extends Lifecycle {
    * broker stops, and the broker says so when one is set.
    */
   readonly bans?: BanStore;
+  /**
+   * Whether the storage can serve calls now (SPI 1.6.0, optional): synchronous and cheap. The
+   * broker's `/ready` asks it at every request, and while an episode of failed storage calls lasts
+   * the broker asks it every second to tell when the storage healed. A storage that recovers on
+   * its own (reopening after an I/O error, repairing a damaged block) reports `ok: false` with the
+   * reason until it has. Absent: the broker judges by the calls (an episode ends with the next call
+   * that succeeds).
+   */
+  health?(): StorageHealth;
+}
+
+/** What a storage says of its own state (SPI 1.6.0). */
+export interface StorageHealth {
+  /** true when calls are expected to succeed. */
+  readonly ok: boolean;
+  /** Why not, in the storage's words (shown by `/ready` and in the broker's log); absent when ok. */
+  readonly reason?: string;
+}
+
+/**
+ * What `bifro storage check` and `bifro storage repair` report of a storage's data (SPI 1.6.0):
+ * what it holds, what is damaged, and what a repair loses (or lost).
+ */
+export interface StorageReport {
+  /** Where the data is: a directory, a URL. */
+  readonly location: string;
+  /** true when nothing is damaged and nothing was lost at recovery: no repair is needed. */
+  readonly healthy: boolean;
+  /** What was found or done, one sentence each, naming files and counts. */
+  readonly findings: readonly string[];
+  /** What the data holds and a repair keeps, by kind of record, e.g. `{ sessions: 10, 'queued messages': 300 }`. */
+  readonly holds: Readonly<Record<string, number>>;
+  /** What a repair drops because it cannot be read (or was already lost at recovery), by kind of record. */
+  readonly loses: Readonly<Record<string, number>>;
+}
+
+/**
+ * Offline maintenance of a storage plugin's data (SPI 1.6.0, optional member `storageTools` of a
+ * plugin definition): what `bifro storage check` and `bifro storage repair` run, with the broker
+ * stopped. The context is the one the storage factory gets (its options, the data directory).
+ */
+export interface StorageTools {
+  /** Reads the data without changing it; reports damage and what a repair would keep and lose. */
+  check(ctx: PluginContext): Promise<StorageReport>;
+  /**
+   * Repairs the data, keeping what can be read and dropping what cannot (what {@link check}
+   * reports as lost), so the storage opens again. With `backup`, a copy of the data as it was is
+   * kept first (its location is among the findings).
+   */
+  repair(ctx: PluginContext, options: { readonly backup: boolean }): Promise<StorageReport>;
 }

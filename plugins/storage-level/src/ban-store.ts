@@ -1,5 +1,5 @@
 import type { BanKind, BanRecord, BanStore } from '@bifro/spi';
-import { Scope, locked, nothingToWrite } from './group-commit';
+import { locked, nothingToWrite } from './group-commit';
 import { KEY_SPACE, joinKey } from './key-codec';
 import { prefixRange, type StoreContext } from './store-context';
 import { decodeBan, encodeBan } from '@bifro/spi';
@@ -21,31 +21,39 @@ function banKey(kind: BanKind, tenantId: string | undefined, value: string): Buf
  * waits for the writes before it to be on disk, then reads whether the ban is there.
  */
 export class LevelBanStore implements BanStore {
-  private readonly scope = new Scope();
-
   constructor(private readonly ctx: StoreContext) {}
 
   async put(ban: BanRecord): Promise<void> {
     const key = banKey(ban.kind, ban.tenantId, ban.value);
     const value = encodeBan(ban);
-    await locked(this.scope, () => ({
-      value: undefined,
-      written: this.ctx.commit().write([{ type: 'put', key, value }], [this.scope]),
-    }));
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    await locked(g.bans, () => ({ value: undefined, written: g.group.write([{ type: 'put', key, value }], [g.bans]) }));
   }
 
   async delete(kind: BanKind, tenantId: string | undefined, value: string): Promise<boolean> {
     const key = banKey(kind, tenantId, value);
-    return locked(this.scope, async () => {
-      await this.scope.flushed();
-      if ((await this.ctx.db().get(key)) === undefined) return nothingToWrite(false);
-      return { value: true, written: this.ctx.commit().write([{ type: 'del', key }], [this.scope]) };
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    return locked(g.bans, async () => {
+      await g.bans.flushed();
+      let found: Buffer | undefined;
+      try {
+        found = await g.db.get(key);
+      } catch (err) {
+        throw this.ctx.readFailed(g, err);
+      }
+      if (found === undefined) return nothingToWrite(false);
+      return { value: true, written: g.group.write([{ type: 'del', key }], [g.bans]) };
     });
   }
 
   async list(): Promise<BanRecord[]> {
-    await this.scope.flushed();
-    const values = await this.ctx.db().values(prefixRange(KEY_SPACE.ban)).all();
-    return values.map(decodeBan);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    await g.bans.flushed();
+    try {
+      const values = await g.db.values(prefixRange(KEY_SPACE.ban)).all();
+      return values.map(decodeBan);
+    } catch (err) {
+      throw this.ctx.readFailed(g, err);
+    }
   }
 }

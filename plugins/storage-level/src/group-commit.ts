@@ -101,9 +101,10 @@ export interface GroupCommitStats {
  * batch is written. One batch is written at a time, in hand-over order; writes handed over while
  * a batch is being written form the next one, which starts as soon as the current one is done.
  * A batch is cut at `maxBatchOps` operations, between calls (the writes of one call always go
- * into one batch, so one call is atomic). Once a batch fails the storage is failed: that batch,
- * every queued one and every later write reject with BIFRO_STORAGE_WRITE_FAILED (LevelDB itself
- * refuses writes after an I/O error until reopened).
+ * into one batch, so one call is atomic). Once a batch fails, this group commit is done: that
+ * batch, every queued one and every later write reject with BIFRO_STORAGE_WRITE_FAILED (LevelDB
+ * itself refuses writes after an I/O error until reopened), and `failed` is told once, so the
+ * storage opens the database again with a new group commit.
  */
 export class GroupCommit {
   private queue: Queued[] = [];
@@ -120,6 +121,8 @@ export class GroupCommit {
     private readonly windowMs: number,
     private readonly maxBatchOps: number,
     private readonly where: string,
+    /** Called once, with the error, when a batch fails. */
+    private readonly failed: (error: StorageError) => void,
   ) {}
 
   /** Counters so far. */
@@ -224,7 +227,7 @@ export class GroupCommit {
     const cause = err instanceof Error ? err.message : String(err);
     this.failure = new StorageError(
       'BIFRO_STORAGE_WRITE_FAILED',
-      `writing a batch to level storage ${this.where} failed (${cause}); later writes are refused until the broker is restarted`,
+      `writing a batch to level storage ${this.where} failed (${cause}); writes are refused until the database is open again`,
       { cause: err },
     );
     const queued = this.queue;
@@ -236,5 +239,6 @@ export class GroupCommit {
       for (const s of q.scopes) s.writeSettled();
       q.reject(this.failure);
     }
+    this.failed(this.failure);
   }
 }

@@ -2,7 +2,7 @@ import type { InboxAppendResult, InboxEntry, InboxLimit, InboxMessage, InboxStor
 import { locked, nothingToWrite, type BatchOp } from './group-commit';
 import { prefixEnd, readU64, u64Key } from './key-codec';
 import type { SessionState } from './session-states';
-import { iteratorLimit, type StoreContext } from './store-context';
+import { iteratorLimit, type Generation, type StoreContext } from './store-context';
 import { ValueReader, ValueWriter, readInboxMessage, writeInboxMessage } from '@bifro/spi';
 import { decodeInboxMeta, encodeInboxMeta, type InboxMeta } from './value-codec';
 
@@ -12,11 +12,12 @@ const MAX_POINT_READ = 1024;
 /**
  * The inbox of each session: entries under `q!<tenant>\0<client>\0<seq>` (seq as 8 bytes
  * big-endian, so entries sort by seq) and a meta record `qm!<tenant>\0<client>` holding the seq
- * of the oldest entry and the seq the next append gets. Live entries are always the contiguous
- * range [first, next): appends add at `next`, commits and drops remove from `first`. So count is
- * `next − first` (O(1), cached in memory), a commit knows the keys it deletes without reading,
- * and seqs are never reused, also across restarts, because `next` is stored in the same batch as
- * the entries.
+ * of the oldest entry and the seq the next append gets. Live entries are the range [first, next):
+ * appends add at `next`, commits and drops remove from `first`. So count is `next − first` (O(1),
+ * cached in memory), a commit knows the keys it deletes without reading, and seqs are never
+ * reused, also across restarts, because `next` is stored in the same batch as the entries. Only
+ * a repair of damaged table files leaves holes in the range (entries it could not read): reads
+ * step over them.
  */
 export class LevelInboxStore implements InboxStore {
   constructor(private readonly ctx: StoreContext) {}
@@ -31,9 +32,10 @@ export class LevelInboxStore implements InboxStore {
       ends.push(writer.length);
     }
     const encoded = writer.finish();
-    const state = this.ctx.sessions.get(tenantId, clientId);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const state = g.sessions.get(tenantId, clientId);
     return locked(state.scope, async () => {
-      const meta = state.inbox ?? (await this.loadMeta(state));
+      const meta = state.inbox ?? (await this.loadMeta(g, state));
       const n = messages.length;
       const count = meta.next - meta.first;
       const maxSize = Math.max(0, limit.maxSize);
@@ -62,7 +64,7 @@ export class LevelInboxStore implements InboxStore {
       }
       ops.push({ type: 'put', key: state.inboxMetaKey, value: encodeInboxMeta(next) });
       state.inbox = next;
-      return { value: result, written: this.ctx.commit().write(ops, [state.scope]) };
+      return { value: result, written: g.group.write(ops, [state.scope]) };
     });
   }
 
@@ -71,29 +73,32 @@ export class LevelInboxStore implements InboxStore {
     if (limit === 0) return [];
     const from = Math.max(1, Math.floor(afterSeq) + 1);
     if (!(from <= Number.MAX_SAFE_INTEGER)) return [];
-    const state = this.ctx.sessions.get(tenantId, clientId);
-    const meta = state.inbox;
-    if (meta !== undefined) {
-      // The live entries are [first, next): their keys are known, so a point read (one call, no
-      // iterator to set up and close) replaces the range read.
-      const start = Math.max(from, meta.first);
-      const end = limit < 0 ? meta.next : Math.min(meta.next, start + limit);
-      if (start >= end) return [];
-      if (end - start <= MAX_POINT_READ) return this.readKnown(state, start, end);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const state = g.sessions.get(tenantId, clientId);
+    try {
+      const meta = state.inbox;
+      if (meta !== undefined) {
+        // The live entries are [first, next): their keys are known, so a point read (one call, no
+        // iterator to set up and close) replaces the range read.
+        const start = Math.max(from, meta.first);
+        const end = limit < 0 ? meta.next : Math.min(meta.next, start + limit);
+        if (start >= end) return [];
+        if (end - start <= MAX_POINT_READ) return await this.readKnown(g, state, start, end);
+      }
+      const prefix = state.inboxPrefix;
+      this.ctx.counters.sessionRangeReads++;
+      const entries = await g.db.iterator({ gte: u64Key(prefix, from), lt: prefixEnd(prefix), limit }).all();
+      return entries.map(([key, value]) => ({ ...readInboxMessage(new ValueReader(value)), seq: readU64(key, prefix.length) }));
+    } catch (err) {
+      throw this.ctx.readFailed(g, err);
     }
-    const prefix = state.inboxPrefix;
-    this.ctx.counters.sessionRangeReads++;
-    const entries = await this.ctx
-      .db()
-      .iterator({ gte: u64Key(prefix, from), lt: prefixEnd(prefix), limit })
-      .all();
-    return entries.map(([key, value]) => ({ ...readInboxMessage(new ValueReader(value)), seq: readU64(key, prefix.length) }));
   }
 
   async commit(tenantId: string, clientId: string, uptoSeq: number): Promise<void> {
-    const state = this.ctx.sessions.get(tenantId, clientId);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const state = g.sessions.get(tenantId, clientId);
     await locked(state.scope, async () => {
-      const meta = state.inbox ?? (await this.loadMeta(state));
+      const meta = state.inbox ?? (await this.loadMeta(g, state));
       if (!(uptoSeq >= meta.first) || meta.first === meta.next) return nothingToWrite(undefined);
       const first = Math.min(meta.next, Math.floor(uptoSeq) + 1);
       const ops: BatchOp[] = [];
@@ -101,38 +106,43 @@ export class LevelInboxStore implements InboxStore {
       const next = { first, next: meta.next };
       ops.push({ type: 'put', key: state.inboxMetaKey, value: encodeInboxMeta(next) });
       state.inbox = next;
-      return { value: undefined, written: this.ctx.commit().write(ops, [state.scope]) };
+      return { value: undefined, written: g.group.write(ops, [state.scope]) };
     });
   }
 
   async count(tenantId: string, clientId: string): Promise<number> {
-    const state = this.ctx.sessions.get(tenantId, clientId);
-    const meta = state.inbox ?? (await state.scope.run(() => state.inbox ?? this.loadMeta(state)));
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const state = g.sessions.get(tenantId, clientId);
+    const meta = state.inbox ?? (await state.scope.run(() => state.inbox ?? this.loadMeta(g, state)));
     return meta.next - meta.first;
   }
 
   /**
-   * The entries [start, end) that are on disk. Those before the first one found were committed
-   * (or dropped) meanwhile; those from the first one missing after it are appends not written yet.
+   * The entries [start, end) that are on disk, read from one snapshot (classic-level's getMany
+   * takes one). Those before the first one found were committed (or dropped) meanwhile; a run of
+   * missing ones at the end is appends not written yet (a session's appends are written in order);
+   * a missing one followed by a present one is a hole left by a repair, stepped over.
    */
-  private async readKnown(state: SessionState, start: number, end: number): Promise<InboxEntry[]> {
+  private async readKnown(g: Generation, state: SessionState, start: number, end: number): Promise<InboxEntry[]> {
     const keys = new Array<Buffer>(end - start);
     for (let seq = start; seq < end; seq++) keys[seq - start] = u64Key(state.inboxPrefix, seq);
-    const values = await this.ctx.db().getMany(keys);
+    const values = await g.db.getMany(keys);
     const entries: InboxEntry[] = [];
-    let i = 0;
-    while (i < values.length && values[i] === undefined) i++;
-    for (; i < values.length; i++) {
+    for (let i = 0; i < values.length; i++) {
       const value = values[i];
-      if (value === undefined) break;
-      entries.push({ ...readInboxMessage(new ValueReader(value)), seq: start + i });
+      if (value !== undefined) entries.push({ ...readInboxMessage(new ValueReader(value)), seq: start + i });
     }
     return entries;
   }
 
   /** Loads the meta of a session's inbox into its state. Call under the session's lock. */
-  private async loadMeta(state: SessionState): Promise<InboxMeta> {
-    const value = await this.ctx.db().get(state.inboxMetaKey);
+  private async loadMeta(g: Generation, state: SessionState): Promise<InboxMeta> {
+    let value: Buffer | undefined;
+    try {
+      value = await g.db.get(state.inboxMetaKey);
+    } catch (err) {
+      throw this.ctx.readFailed(g, err);
+    }
     const meta = value === undefined ? { first: 1, next: 1 } : decodeInboxMeta(value);
     state.inbox = meta;
     return meta;

@@ -2,7 +2,7 @@ import type { InflightRecord, InflightStore } from '@bifro/spi';
 import { locked, nothingToWrite, type BatchOp } from './group-commit';
 import { KEY_SPACE, joinKey, readU64, u16Key, withSeparator, writeU64 } from './key-codec';
 import type { InflightOrder, SessionState } from './session-states';
-import { prefixRange, type StoreContext } from './store-context';
+import { prefixRange, type Generation, type StoreContext } from './store-context';
 import { decodeInflight, encodeInflight } from '@bifro/spi';
 
 /** The {@link SessionState.idKey} in a range prefix `<space><tenant>\0<client>\0`. */
@@ -33,9 +33,10 @@ export class LevelInflightStore implements InflightStore {
   async put(tenantId: string, clientId: string, records: readonly InflightRecord[]): Promise<void> {
     if (records.length === 0) return;
     const values = records.map(encodeInflight);
-    const state = this.ctx.sessions.get(tenantId, clientId);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const state = g.sessions.get(tenantId, clientId);
     await locked(state.scope, async () => {
-      const order = state.inflight ?? (await this.loadOrder(state));
+      const order = state.inflight ?? (await this.loadOrder(g, state));
       const ops: BatchOp[] = records.map((r, i) => {
         let o = order.byPacketId.get(r.packetId);
         if (o === undefined) {
@@ -44,16 +45,17 @@ export class LevelInflightStore implements InflightStore {
         }
         return { type: 'put', key: inflightKey(state.inflightPrefix, o, r.packetId), value: values[i] };
       });
-      this.ctx.sessions.withInflight.add(state.idKey);
-      return { value: undefined, written: this.ctx.commit().write(ops, [state.scope]) };
+      g.sessions.withInflight.add(state.idKey);
+      return { value: undefined, written: g.group.write(ops, [state.scope]) };
     });
   }
 
   async remove(tenantId: string, clientId: string, packetIds: readonly number[]): Promise<void> {
     if (packetIds.length === 0) return;
-    const state = this.ctx.sessions.get(tenantId, clientId);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const state = g.sessions.get(tenantId, clientId);
     await locked(state.scope, async () => {
-      const order = state.inflight ?? (await this.loadOrder(state));
+      const order = state.inflight ?? (await this.loadOrder(g, state));
       const ops: BatchOp[] = [];
       for (const id of packetIds) {
         const o = order.byPacketId.get(id);
@@ -62,48 +64,65 @@ export class LevelInflightStore implements InflightStore {
         ops.push({ type: 'del', key: inflightKey(state.inflightPrefix, o, id) });
       }
       // Once these deletes are written the session has no record left: loading its order again needs no read.
-      if (order.byPacketId.size === 0) this.ctx.sessions.withInflight.delete(state.idKey);
-      return ops.length === 0 ? nothingToWrite(undefined) : { value: undefined, written: this.ctx.commit().write(ops, [state.scope]) };
+      if (order.byPacketId.size === 0) g.sessions.withInflight.delete(state.idKey);
+      return ops.length === 0 ? nothingToWrite(undefined) : { value: undefined, written: g.group.write(ops, [state.scope]) };
     });
   }
 
   async list(tenantId: string, clientId: string): Promise<InflightRecord[]> {
     const prefix = withSeparator(joinKey(KEY_SPACE.inflight, tenantId, clientId));
-    if (!this.ctx.sessions.withInflight.has(idKeyOf(prefix, KEY_SPACE.inflight))) return [];
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    if (!g.sessions.withInflight.has(idKeyOf(prefix, KEY_SPACE.inflight))) return [];
     this.ctx.counters.sessionRangeReads++;
-    const values = await this.ctx.db().values(prefixRange(prefix)).all();
-    return values.map(decodeInflight);
+    try {
+      const values = await g.db.values(prefixRange(prefix)).all();
+      return values.map(decodeInflight);
+    } catch (err) {
+      throw this.ctx.readFailed(g, err);
+    }
   }
 
   async addIncoming(tenantId: string, clientId: string, packetId: number): Promise<void> {
-    const state = this.ctx.sessions.get(tenantId, clientId);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const state = g.sessions.get(tenantId, clientId);
     const key = u16Key(state.incomingPrefix, packetId);
-    this.ctx.sessions.withIncoming.add(state.idKey);
+    g.sessions.withIncoming.add(state.idKey);
     await locked(state.scope, () => ({
       value: undefined,
-      written: this.ctx.commit().write([{ type: 'put', key, value: Buffer.alloc(0) }], [state.scope]),
+      written: g.group.write([{ type: 'put', key, value: Buffer.alloc(0) }], [state.scope]),
     }));
   }
 
   async removeIncoming(tenantId: string, clientId: string, packetId: number): Promise<void> {
-    const state = this.ctx.sessions.get(tenantId, clientId);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const state = g.sessions.get(tenantId, clientId);
     const key = u16Key(state.incomingPrefix, packetId);
-    await locked(state.scope, () => ({ value: undefined, written: this.ctx.commit().write([{ type: 'del', key }], [state.scope]) }));
+    await locked(state.scope, () => ({ value: undefined, written: g.group.write([{ type: 'del', key }], [state.scope]) }));
   }
 
   async listIncoming(tenantId: string, clientId: string): Promise<number[]> {
     const prefix = withSeparator(joinKey(KEY_SPACE.incoming, tenantId, clientId));
-    if (!this.ctx.sessions.withIncoming.has(idKeyOf(prefix, KEY_SPACE.incoming))) return [];
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    if (!g.sessions.withIncoming.has(idKeyOf(prefix, KEY_SPACE.incoming))) return [];
     this.ctx.counters.sessionRangeReads++;
-    const keys = await this.ctx.db().keys(prefixRange(prefix)).all();
-    return keys.map((k) => k.readUInt16BE(prefix.length));
+    try {
+      const keys = await g.db.keys(prefixRange(prefix)).all();
+      return keys.map((k) => k.readUInt16BE(prefix.length));
+    } catch (err) {
+      throw this.ctx.readFailed(g, err);
+    }
   }
 
   /** Loads a session's packet id → order map from its keys. Call under the session's lock. */
-  private async loadOrder(state: SessionState): Promise<InflightOrder> {
-    if (!this.ctx.sessions.withInflight.has(state.idKey)) return (state.inflight = { byPacketId: new Map(), next: 1 });
+  private async loadOrder(g: Generation, state: SessionState): Promise<InflightOrder> {
+    if (!g.sessions.withInflight.has(state.idKey)) return (state.inflight = { byPacketId: new Map(), next: 1 });
     this.ctx.counters.sessionRangeReads++;
-    const keys = await this.ctx.db().keys(prefixRange(state.inflightPrefix)).all();
+    let keys: Buffer[];
+    try {
+      keys = await g.db.keys(prefixRange(state.inflightPrefix)).all();
+    } catch (err) {
+      throw this.ctx.readFailed(g, err);
+    }
     const order: InflightOrder = { byPacketId: new Map(), next: 1 };
     const at = state.inflightPrefix.length;
     for (const key of keys) {

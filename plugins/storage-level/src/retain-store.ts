@@ -1,7 +1,7 @@
 import type { PageRequest, RetainedTotals, RetainStore, StoredMessage } from '@bifro/spi';
 import { Scope, locked, nothingToWrite, type BatchOp } from './group-commit';
 import { KEY_SPACE, concatKey, decodeKeyString, encodeKeyString, joinKey, prefixEnd, u16Key, withSeparator } from './key-codec';
-import { iteratorLimit, prefixRange, type StoreContext } from './store-context';
+import { iteratorLimit, prefixRange, type Generation, type StoreContext } from './store-context';
 import { levelCount, parseFilter, topicMatches, type ParsedFilter } from './topic-filter';
 import { decodeMessage, encodeMessage } from '@bifro/spi';
 import {
@@ -26,7 +26,7 @@ interface PendingTopic {
 }
 
 /** What the store keeps per tenant: the write lock, the totals (loaded once) and the key prefixes. */
-class RetainedTenant {
+export class RetainedTenant {
   readonly scope = new Scope();
   meta: RetainedMeta | undefined = undefined;
   /** Topics with a write on its way to disk, so a put or delete right after sees it without a read. */
@@ -69,19 +69,18 @@ class RetainedTenant {
  * (from the index value) before their messages are fetched with one multi-get per chunk.
  */
 export class LevelRetainStore implements RetainStore {
-  private readonly tenants = new Map<string, RetainedTenant>();
-
   constructor(private readonly ctx: StoreContext) {}
 
   async put(tenantId: string, message: StoredMessage): Promise<void> {
-    const tenant = this.tenant(tenantId);
     const topic = message.topic;
     const value = encodeMessage(message);
     const bytes = retainedBytes(message);
     const indexValue = encodeRetainedIndexValue(message.expiresAt === undefined ? { bytes } : { bytes, expiresAt: message.expiresAt });
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const tenant = tenantOf(g, tenantId);
     await locked(tenant.scope, async () => {
-      const meta = tenant.meta ?? (await this.loadMeta(tenant));
-      const previous = await this.previousBytes(tenant, topic);
+      const meta = tenant.meta ?? (await this.loadMeta(g, tenant));
+      const previous = await this.previousBytes(g, tenant, topic);
       if (previous === null) {
         meta.topics++;
         const levels = levelCount(topic);
@@ -93,15 +92,16 @@ export class LevelRetainStore implements RetainStore {
         { type: 'put', key: tenant.indexKey(topic), value: indexValue },
         { type: 'put', key: tenant.metaKey, value: encodeRetainedMeta(meta) },
       ];
-      return { value: undefined, written: this.handOver(tenant, topic, { bytes }, ops) };
+      return { value: undefined, written: handOver(g, tenant, topic, { bytes }, ops) };
     });
   }
 
   async delete(tenantId: string, topic: string): Promise<boolean> {
-    const tenant = this.tenant(tenantId);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const tenant = tenantOf(g, tenantId);
     return locked(tenant.scope, async () => {
-      const meta = tenant.meta ?? (await this.loadMeta(tenant));
-      const previous = await this.previousBytes(tenant, topic);
+      const meta = tenant.meta ?? (await this.loadMeta(g, tenant));
+      const previous = await this.previousBytes(g, tenant, topic);
       if (previous === null) return nothingToWrite(false);
       meta.topics--;
       meta.bytes -= previous;
@@ -114,12 +114,22 @@ export class LevelRetainStore implements RetainStore {
         { type: 'del', key: tenant.indexKey(topic) },
         { type: 'put', key: tenant.metaKey, value: encodeRetainedMeta(meta) },
       ];
-      return { value: true, written: this.handOver(tenant, topic, { bytes: null }, ops) };
+      return { value: true, written: handOver(g, tenant, topic, { bytes: null }, ops) };
     });
   }
 
   async get(tenantId: string, topic: string): Promise<StoredMessage | undefined> {
-    const value = await this.ctx.db().get(concatKey(withSeparator(joinKey(KEY_SPACE.retained, tenantId)), encodeKeyString(topic)));
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    return this.getIn(g, tenantId, topic);
+  }
+
+  private async getIn(g: Generation, tenantId: string, topic: string): Promise<StoredMessage | undefined> {
+    let value: Buffer | undefined;
+    try {
+      value = await g.db.get(concatKey(withSeparator(joinKey(KEY_SPACE.retained, tenantId)), encodeKeyString(topic)));
+    } catch (err) {
+      throw this.ctx.readFailed(g, err);
+    }
     return value === undefined ? undefined : decodeMessage(value);
   }
 
@@ -127,18 +137,19 @@ export class LevelRetainStore implements RetainStore {
     const max = iteratorLimit(limit);
     if (max === 0) return [];
     const parsed = parseFilter(filter);
-    const tenant = this.tenant(tenantId);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const tenant = tenantOf(g, tenantId);
     if (parsed.exact) {
       // The tenant's totals count topics by level count: none of this one's, nothing to read.
-      const meta = tenant.meta ?? (await tenant.scope.run(() => tenant.meta ?? this.loadMeta(tenant)));
+      const meta = tenant.meta ?? (await tenant.scope.run(() => tenant.meta ?? this.loadMeta(g, tenant)));
       if (!meta.levels.has(parsed.levels.length)) return [];
-      const m = await this.get(tenantId, filter);
+      const m = await this.getIn(g, tenantId, filter);
       return m === undefined || isExpired(m.expiresAt, now) ? [] : [m];
     }
     let levelCounts: number[];
     if (parsed.hashAt < 0) levelCounts = [parsed.levels.length];
     else {
-      const meta = tenant.meta ?? (await tenant.scope.run(() => tenant.meta ?? this.loadMeta(tenant)));
+      const meta = tenant.meta ?? (await tenant.scope.run(() => tenant.meta ?? this.loadMeta(g, tenant)));
       const from = Math.max(1, parsed.hashAt);
       levelCounts = [...meta.levels.keys()].filter((n) => n >= from).sort((a, b) => a - b);
     }
@@ -146,14 +157,15 @@ export class LevelRetainStore implements RetainStore {
     const wanted = max < 0 ? Infinity : max;
     for (const levels of levelCounts) {
       if (out.length >= wanted) break;
-      await this.matchLevelCount(tenant, parsed, levels, now, wanted, out);
+      await this.matchLevelCount(g, tenant, parsed, levels, now, wanted, out);
     }
     return out;
   }
 
   async totals(tenantId: string): Promise<RetainedTotals> {
-    const tenant = this.tenant(tenantId);
-    const meta = tenant.meta ?? (await tenant.scope.run(() => tenant.meta ?? this.loadMeta(tenant)));
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const tenant = tenantOf(g, tenantId);
+    const meta = tenant.meta ?? (await tenant.scope.run(() => tenant.meta ?? this.loadMeta(g, tenant)));
     return { topics: meta.topics, bytes: meta.bytes };
   }
 
@@ -161,19 +173,24 @@ export class LevelRetainStore implements RetainStore {
     const limit = iteratorLimit(page.limit);
     if (limit === 0) return [];
     const prefix = withSeparator(joinKey(KEY_SPACE.retained, page.tenantId));
-    const values = await this.ctx
-      .db()
-      .values({
-        ...(page.after === undefined ? { gte: prefix } : { gt: concatKey(prefix, encodeKeyString(page.after)) }),
-        lt: prefixEnd(prefix),
-        limit,
-      })
-      .all();
-    return values.map(decodeMessage);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    try {
+      const values = await g.db
+        .values({
+          ...(page.after === undefined ? { gte: prefix } : { gt: concatKey(prefix, encodeKeyString(page.after)) }),
+          lt: prefixEnd(prefix),
+          limit,
+        })
+        .all();
+      return values.map(decodeMessage);
+    } catch (err) {
+      throw this.ctx.readFailed(g, err);
+    }
   }
 
   /** Reads the index range of one level count and appends matching, unexpired messages to `out` up to `wanted`. */
   private async matchLevelCount(
+    g: Generation,
     tenant: RetainedTenant,
     filter: ParsedFilter,
     levels: number,
@@ -192,7 +209,7 @@ export class LevelRetainStore implements RetainStore {
     } else {
       range = prefixRange(literal.length === 0 ? countPrefix : concatKey(countPrefix, encodeKeyString(literal.join('/') + '/')));
     }
-    const iterator = this.ctx.db().iterator(range);
+    const iterator = g.db.iterator(range);
     try {
       for (;;) {
         const entries = await iterator.nextv(INDEX_CHUNK);
@@ -206,7 +223,7 @@ export class LevelRetainStore implements RetainStore {
         }
         for (let i = 0; i < candidates.length && out.length < wanted; i += INDEX_CHUNK) {
           const chunk = candidates.slice(i, Math.min(candidates.length, i + INDEX_CHUNK, i + (wanted - out.length)));
-          const values = await this.ctx.db().getMany(chunk.map((t) => tenant.messageKey(t)));
+          const values = await g.db.getMany(chunk.map((t) => tenant.messageKey(t)));
           for (const v of values) {
             if (v === undefined) continue; // deleted since the index was read
             const m = decodeMessage(v);
@@ -215,51 +232,59 @@ export class LevelRetainStore implements RetainStore {
         }
         if (out.length >= wanted) return;
       }
+    } catch (err) {
+      throw this.ctx.readFailed(g, err);
     } finally {
       await iterator.close();
     }
   }
 
-  private tenant(tenantId: string): RetainedTenant {
-    let tenant = this.tenants.get(tenantId);
-    if (tenant === undefined) {
-      tenant = new RetainedTenant(tenantId);
-      this.tenants.set(tenantId, tenant);
-    }
-    return tenant;
-  }
-
   /** Loads a tenant's totals. Call under the tenant's lock. */
-  private async loadMeta(tenant: RetainedTenant): Promise<RetainedMeta> {
-    const value = await this.ctx.db().get(tenant.metaKey);
+  private async loadMeta(g: Generation, tenant: RetainedTenant): Promise<RetainedMeta> {
+    let value: Buffer | undefined;
+    try {
+      value = await g.db.get(tenant.metaKey);
+    } catch (err) {
+      throw this.ctx.readFailed(g, err);
+    }
     const meta = value === undefined ? { topics: 0, bytes: 0, levels: new Map<number, number>() } : decodeRetainedMeta(value);
     tenant.meta = meta;
     return meta;
   }
 
   /** The bytes the topic's current message counts for, or null when it has none. Call under the tenant's lock. */
-  private async previousBytes(tenant: RetainedTenant, topic: string): Promise<number | null> {
+  private async previousBytes(g: Generation, tenant: RetainedTenant, topic: string): Promise<number | null> {
     const pending = tenant.pending.get(topic);
     if (pending !== undefined) return pending.bytes;
-    const value = await this.ctx.db().get(tenant.indexKey(topic));
+    let value: Buffer | undefined;
+    try {
+      value = await g.db.get(tenant.indexKey(topic));
+    } catch (err) {
+      throw this.ctx.readFailed(g, err);
+    }
     return value === undefined ? null : decodeRetainedIndexValue(value).bytes;
   }
+}
 
-  /** Hands a write over and remembers its effect on the topic until it is on disk. */
-  private handOver(tenant: RetainedTenant, topic: string, effect: PendingTopic, ops: BatchOp[]): Promise<void> {
-    tenant.pending.set(topic, effect);
-    const written = this.ctx.commit().write(ops, [tenant.scope]);
-    const forget = (): void => {
-      if (tenant.pending.get(topic) === effect) tenant.pending.delete(topic);
-    };
-    written.then(forget, forget);
-    return written;
+/** The state of a tenant's retained messages in a generation, created on first use. */
+function tenantOf(g: Generation, tenantId: string): RetainedTenant {
+  let tenant = g.retained.get(tenantId);
+  if (tenant === undefined) {
+    tenant = new RetainedTenant(tenantId);
+    g.retained.set(tenantId, tenant);
   }
+  return tenant;
+}
 
-  /** Forgets the cached state of every tenant (after close). */
-  clear(): void {
-    this.tenants.clear();
-  }
+/** Hands a write over and remembers its effect on the topic until it is on disk. */
+function handOver(g: Generation, tenant: RetainedTenant, topic: string, effect: PendingTopic, ops: BatchOp[]): Promise<void> {
+  tenant.pending.set(topic, effect);
+  const written = g.group.write(ops, [tenant.scope]);
+  const forget = (): void => {
+    if (tenant.pending.get(topic) === effect) tenant.pending.delete(topic);
+  };
+  written.then(forget, forget);
+  return written;
 }
 
 /** An expiry before `now` (messages expiring exactly at `now` are still delivered). */

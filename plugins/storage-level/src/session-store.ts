@@ -14,16 +14,23 @@ export class LevelSessionStore implements SessionStore {
   constructor(private readonly ctx: StoreContext) {}
 
   async get(tenantId: string, clientId: string): Promise<SessionRecord | undefined> {
-    const value = await this.ctx.db().get(joinKey(KEY_SPACE.session, tenantId, clientId));
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    let value: Buffer | undefined;
+    try {
+      value = await g.db.get(joinKey(KEY_SPACE.session, tenantId, clientId));
+    } catch (err) {
+      throw this.ctx.readFailed(g, err);
+    }
     return value === undefined ? undefined : decodeSession(value);
   }
 
   async put(record: SessionRecord): Promise<void> {
-    const state = this.ctx.sessions.get(record.tenantId, record.clientId);
     const value = encodeSession(record);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const state = g.sessions.get(record.tenantId, record.clientId);
     await locked(state.scope, () => ({
       value: undefined,
-      written: this.ctx.commit().write([{ type: 'put', key: state.sessionKey, value }], [state.scope]),
+      written: g.group.write([{ type: 'put', key: state.sessionKey, value }], [state.scope]),
     }));
   }
 
@@ -33,11 +40,12 @@ export class LevelSessionStore implements SessionStore {
    * then collects the keys to remove by range reads, so nothing written before is left behind.
    */
   async delete(tenantId: string, clientId: string): Promise<void> {
-    const state = this.ctx.sessions.get(tenantId, clientId);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    const state = g.sessions.get(tenantId, clientId);
     await locked(state.scope, async () => {
       await state.scope.flushed();
-      const db = this.ctx.db();
-      const sessions = this.ctx.sessions;
+      const db = g.db;
+      const sessions = g.sessions;
       // Range reads only where records may be: the inbox entries are [first, next) once its meta is loaded.
       const inbox = state.inbox;
       const prefixes = [
@@ -46,10 +54,16 @@ export class LevelSessionStore implements SessionStore {
         ...(sessions.withIncoming.has(state.idKey) ? [state.incomingPrefix] : []),
       ];
       this.ctx.counters.sessionRangeReads += prefixes.length;
-      const [records, ...keyLists] = await Promise.all([
-        db.getMany([state.sessionKey, state.inboxMetaKey]),
-        ...prefixes.map((p) => db.keys(prefixRange(p)).all()),
-      ]);
+      let records: (Buffer | undefined)[];
+      let keyLists: Buffer[][];
+      try {
+        [records, ...keyLists] = await Promise.all([
+          db.getMany([state.sessionKey, state.inboxMetaKey]),
+          ...prefixes.map((p) => db.keys(prefixRange(p)).all()),
+        ]);
+      } catch (err) {
+        throw this.ctx.readFailed(g, err);
+      }
       const ops: BatchOp[] = [];
       if (records[0] !== undefined) ops.push({ type: 'del', key: state.sessionKey });
       if (records[1] !== undefined) ops.push({ type: 'del', key: state.inboxMetaKey });
@@ -62,7 +76,7 @@ export class LevelSessionStore implements SessionStore {
       sessions.withInflight.delete(state.idKey);
       sessions.withIncoming.delete(state.idKey);
       // An unknown session costs no write (an empty batch resolves at once).
-      return { value: undefined, written: this.ctx.commit().write(ops, [state.scope]) };
+      return { value: undefined, written: g.group.write(ops, [state.scope]) };
     });
   }
 
@@ -82,10 +96,12 @@ export class LevelSessionStore implements SessionStore {
         lt: prefixEnd(KEY_SPACE.session),
       };
     }
-    const values = await this.ctx
-      .db()
-      .values({ ...range, limit })
-      .all();
-    return values.map(decodeSession);
+    const g = this.ctx.gen ?? (await this.ctx.opened());
+    try {
+      const values = await g.db.values({ ...range, limit }).all();
+      return values.map(decodeSession);
+    } catch (err) {
+      throw this.ctx.readFailed(g, err);
+    }
   }
 }

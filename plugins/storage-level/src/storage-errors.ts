@@ -14,9 +14,22 @@ export const STORAGE_ERRORS = {
       'Another broker is probably running with the same --data-dir (or storage `path`): stop it, or give this broker its own data directory. The lock is released when that process exits.',
   },
   BIFRO_STORAGE_CORRUPT: {
-    summary: 'The level storage directory cannot be read: LevelDB reports corruption or missing files.',
+    summary:
+      'The level storage directory cannot be read: LevelDB reports corruption or missing files. Met while running, the storage repairs the damaged data itself (dropping only what cannot be read) and says what was lost.',
     remedy:
-      'Stop the broker, move the directory named in the message aside (keep it for recovery), and start again with an empty one; see docs/storage.md for repairing a copy. The broker never starts empty on its own.',
+      'At start: run `npx bifro storage check --path <dir>` to see what is damaged, then `npx bifro storage repair --path <dir>` (it keeps a copy of the directory first), or restore a backup. The broker never starts empty on its own.',
+  },
+  BIFRO_STORAGE_RECOVERY_LOSS: {
+    summary:
+      "LevelDB's recovery of the write-ahead log would lose acknowledged writes: damaged log records it drops, or fewer write batches than the watermark file (BIFRO-BATCHES) says were acknowledged (a truncated log). The storage does not open, and nothing was changed.",
+    remedy:
+      'Run `npx bifro storage check --path <dir>` to see what would be lost, restore the directory from a backup if you have one, or accept the loss with `npx bifro storage repair --path <dir>` (it keeps a copy of the directory first).',
+  },
+  BIFRO_STORAGE_UNAVAILABLE: {
+    summary:
+      'A storage call came while the level storage was opening its database again after a failed write (disk full, an I/O error) or repairing damaged data; the call waited a moment and gave up.',
+    remedy:
+      'Nothing to do when it is brief: the storage retries by itself and `/ready` says when it is back. When it lasts, the log line "level storage cannot open its database again yet" names the cause (free disk space, fix permissions).',
   },
   BIFRO_STORAGE_VERSION: {
     summary: 'The level storage directory was written in a data format this plugin version does not know (or has no format marker).',
@@ -28,9 +41,10 @@ export const STORAGE_ERRORS = {
     remedy: 'Check that the path named in the message is a directory the broker user may create and write; the cause is in the message.',
   },
   BIFRO_STORAGE_WRITE_FAILED: {
-    summary: 'A write batch failed (I/O error, disk full); the storage refuses further writes until restarted.',
+    summary:
+      'A write batch failed (I/O error, disk full): it and the writes queued behind it were refused to their callers; the storage then opens the database again, retrying until it can.',
     remedy:
-      'Fix the disk problem named in the message and restart the broker: writes that were acknowledged are on disk, the failed batch and later ones were rejected to their callers.',
+      'Fix the disk problem named in the message (free space, permissions): the storage heals without a restart once it can write again. Writes that were acknowledged are on disk.',
   },
   BIFRO_STORAGE_CLOSED: {
     summary: 'A storage call arrived before init() or after close().',

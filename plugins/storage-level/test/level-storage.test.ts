@@ -107,7 +107,7 @@ describe('level storage plugin: manifest and options', () => {
       ['warn', 'level storage runs with sync: false:'],
       ['info', 'level storage closed'],
     ]);
-    expect(ctx.logged[0].fields).toEqual({ path: join(dataDir, 'storage-level'), sync: false, groupCommitMs: 0 });
+    expect(ctx.logged[0].fields).toEqual({ path: join(dataDir, 'storage-level'), sync: false, groupCommitMs: 0, batches: 0 });
   });
 
   it('catalogues every error code with a summary and a remedy', () => {
