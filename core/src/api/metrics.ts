@@ -372,6 +372,29 @@ export function brokerRegistry(ctx: ApiContext): { registry: Registry; scrape():
   metric('counter', 'ban_refusals_total', 'CONNECTs refused by a ban set through the admin API (CONNACK 0x8A, v3 0x05).', [], (put) =>
     put({}, bans.refused),
   );
+  const storage = ctx.engine.storageHealth;
+  metric('gauge', 'storage_up', '1 while storage calls work (and the storage says it can serve), 0 during a failure episode.', [], (put) =>
+    put({}, storage.health().ok ? 1 : 0),
+  );
+  metric(
+    'counter',
+    'storage_failed_calls_total',
+    'Storage calls that failed, by call (inbox append, session save, retained put...).',
+    ['call'],
+    (put) => {
+      for (const [call, n] of storage.failedCalls) put({ call }, n);
+    },
+  );
+  metric('counter', 'storage_failure_episodes_total', 'Episodes of failing storage calls (each logged once, at error).', [], (put) =>
+    put({}, storage.episodes),
+  );
+  metric(
+    'counter',
+    'storage_refused_messages_total',
+    'QoS 1/2 publishes refused (v5 0x80, v3 disconnected) because a storage write they needed failed.',
+    [],
+    (put) => put({}, storage.refusedMessages),
+  );
   const perPlugin = (name: string, help: string, read: (s: PluginCallStats) => number): void =>
     metric('counter', name, help, ['plugin', 'kind'], (put) => {
       for (const p of ctx.plugins)

@@ -22,6 +22,7 @@ import { COUNTER, resourceIndex, type TenantUsage } from '../tenancy/tenant-usag
 import { describeError } from '../base/errors';
 import type { EmitEvent, EventClient, EventDetail } from '../base/broker-events';
 import { RedirectSweep, type RedirectTarget } from './redirect-sweep';
+import { StorageHealthMonitor } from './storage-health';
 import type { ClusterSessions } from './cluster-sessions';
 
 export type { ConnectLimits, LiveLimits } from '../tenancy/tenant-limits';
@@ -88,6 +89,8 @@ export class Engine implements SessionRegistryHost {
   readonly gate: ConnectionGate;
   /** Operator bans (client ids, users, tenants, addresses), loaded from `storage.bans` at boot; asked at CONNECT. */
   readonly bans: BanList;
+  /** Episodes of failing storage calls: logged once each, counted, and behind `/ready`. */
+  readonly storageHealth: StorageHealthMonitor;
   /** Whether some collector wants qos0Pushed, qos1Pushed or qos2Pushed (collectors are fixed at boot). */
   readonly pushWanted: boolean;
   /** Inflight records waiting to be written (see deferInflight), and the timer that writes them. */
@@ -118,6 +121,7 @@ export class Engine implements SessionRegistryHost {
     const emit: EmitEvent = (type, client, detail) => this.emit(type, client, detail);
     this.gate = new ConnectionGate(config.security, logger, emit, wheel.clock);
     this.bans = new BanList(persistence.storage.bans, logger, emit, wheel.clock);
+    this.storageHealth = new StorageHealthMonitor(persistence.storage, logger, emit, wheel.clock);
     this.pushWanted = this.events.wants('qos0Pushed') || this.events.wants('qos1Pushed') || this.events.wants('qos2Pushed');
     this.limits = new TenantLimits(settings, throttler, usage, emit);
     this.retainQuotas = new RetainQuotas(this.retain, usage, wheel, this.limits, throttler, logger, emit);
@@ -248,12 +252,13 @@ export class Engine implements SessionRegistryHost {
     const tenantId = client.tenantId;
     return this.retain.apply(tenantId, msg).then(
       (what) => {
+        this.storageHealth.succeeded();
         this.emit(what === 'retained' ? 'msgRetained' : 'retainMsgCleared', client, { topic: msg.topic, size: msg.payload.length });
         this.retainQuotas.refresh(tenantId);
         return true;
       },
       (err: unknown) => {
-        this.logger.error({ tenantId, topic: msg.topic, err: describeError(err) }, 'retained message not stored');
+        this.storageHealth.failed('retained put', err, client);
         this.emit('msgRetainedError', client, { topic: msg.topic, error: describeError(err) });
         throw err;
       },
@@ -382,9 +387,19 @@ export class Engine implements SessionRegistryHost {
     }
   }
 
+  /** A storage call of a session failed: counted in the current episode (logged once per episode), reported as `distError`. */
   storageFailed(session: Session, what: string, err: unknown): void {
-    this.logger.error({ tenantId: session.tenantId, clientId: session.clientId, what, err: describeError(err) }, 'session storage failed');
+    this.storageHealth.failed(what, err, session.client);
+    this.logger.debug(
+      { tenantId: session.tenantId, clientId: session.clientId, what, err: describeError(err) },
+      'session storage call failed',
+    );
     this.emit('distError', session.client, { what, error: describeError(err) });
+  }
+
+  /** A storage call succeeded: how an episode of a storage without `health()` ends. */
+  storageSucceeded(): void {
+    this.storageHealth.succeeded();
   }
 
   /** The timer wheel callback of a disconnected session ({@link SessionRegistry.onDeadline}). */
@@ -394,6 +409,7 @@ export class Engine implements SessionRegistryHost {
 
   /** Drop every session and timer (broker stop). */
   close(): void {
+    this.storageHealth.close();
     this.limits.close();
     this.redirects.stop();
     if (this.resendTimer !== undefined) clearInterval(this.resendTimer);

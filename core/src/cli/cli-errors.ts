@@ -23,6 +23,19 @@ export const CLI_ERRORS = defineErrors({
     summary: '`bifro start --daemon` started a background broker that exited or did not become ready.',
     remedy: 'Read the log lines shown (the whole log is <dataDir>/bifro.log) and start in the foreground to see the error directly.',
   },
+  BIFRO_CLI_BROKER_RUNNING: {
+    summary: '`bifro storage check|repair` refused to touch the storage while the broker that uses it runs.',
+    remedy: 'Stop the broker first (`bifro stop`, with the same --config / --data-dir), then run the command again.',
+  },
+  BIFRO_STORAGE_NO_TOOLS: {
+    summary: 'The storage plugin the configuration uses offers no offline check or repair (`storageTools`, SPI 1.6.0).',
+    remedy: "See the storage plugin's documentation for how to check its data; @bifro/plugin-storage-level has both commands.",
+  },
+  BIFRO_STORAGE_REPAIR_UNCONFIRMED: {
+    summary: '`bifro storage repair` would drop data and was not confirmed.',
+    remedy:
+      'Read what `bifro storage check` reports under "a repair loses", then run the repair again with --yes (or answer y at the prompt).',
+  },
   BIFRO_PLUGIN_VERIFY_FAILED: {
     summary: '`bifro plugin verify` found a phase that failed without a more specific code.',
     remedy: 'Read the phase named in the message; the other BIFRO_PLUGIN_* codes explain each phase.',

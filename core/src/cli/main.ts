@@ -7,6 +7,7 @@
  *   bifro status [--config F] [--data-dir D]
  *   bifro plugin list [--config F] [--plugins-dir P]
  *   bifro plugin verify <dir|name> [--config F] [--plugins-dir P]
+ *   bifro storage check|repair [--config F] [--data-dir D] [--path P] [--yes] [--no-backup]
  *   bifro passwd [-c|-D] [--tenant T] [--password-stdin] [--scram] [--attr K=V]... FILE USER   (@bifro/plugin-auth-file)
  *   bifro token create --name N [--tenant T]   (a new admin API token and its api.tokens line)
  *   bifro bench <scenario> [--host H] [--port N] [params...] | --list   (core/bench: the load generator)
@@ -51,6 +52,7 @@ const commands = {
   plugin: () => require('./commands/plugin') as typeof import('./commands/plugin'),
   start: () => require('./commands/start') as typeof import('./commands/start'),
   status: () => require('./commands/status') as typeof import('./commands/status'),
+  storage: () => require('./commands/storage') as typeof import('./commands/storage'),
   stop: () => require('./commands/stop') as typeof import('./commands/stop'),
   token: () => require('./commands/token') as typeof import('./commands/token'),
 };
@@ -112,6 +114,8 @@ export async function main(argv: readonly string[], io: CliIo, script: string = 
         return await commands.status().statusCommand(args, io);
       case 'plugin':
         return await commands.plugin().pluginCommand(args, io);
+      case 'storage':
+        return await commands.storage().storageCommand(args, io);
     }
   } catch (err) {
     return reportError(err, io);

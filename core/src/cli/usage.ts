@@ -15,6 +15,9 @@ Commands:
                             dependencies into the plugins directory
   plugin remove <name>      remove an installed plugin from the plugins directory
   plugin search [words...]  list the plugins on the npm registry (keyword bifro-plugin)
+  storage check             report what the storage's data holds, what is damaged and what a
+                            repair would lose (the broker stopped; bifro help storage)
+  storage repair            repair the storage's data, keeping what can be read (after a copy)
   passwd [-c|-D] FILE USER  create or edit a password file of @bifro/plugin-auth-file, like
                             mosquitto_passwd (bifro help passwd)
   token create --name N     a new admin API token (--tenant T: scoped to one tenant) and the
@@ -25,7 +28,10 @@ Commands:
 Options:
   -c, --config <file>       configuration file (default: conf/bifro.yml when present, else built-in defaults)
   -p, --port <n>            port of the first tcp listener, 0 = any free port        (start)
-      --data-dir <dir>      data directory: pid file, log, storage          (start, stop, status)
+      --data-dir <dir>      data directory: pid file, log, storage (start, stop, status, storage)
+      --path <dir>          the storage's own directory (its \`path\` option)          (storage)
+      --yes                 repair without asking                          (storage repair)
+      --no-backup           repair without copying the data directory first (storage repair)
       --plugins-dir <dir>   plugins directory                                   (start, plugin)
       --registry <url>      npm registry instead of npm's setting    (plugin install, search)
       --force               install the same version again; remove a plugin in use
@@ -62,6 +68,21 @@ Exit 1 when no broker is running.`,
   status: `Usage: bifro status [--config F] [--data-dir D]
 
 Prints whether the broker named by the pid file is running. Exit 0 when running, 3 when not.`,
+  storage: `Usage: bifro storage check [--config F] [--data-dir D] [--path P]
+       bifro storage repair [--config F] [--data-dir D] [--path P] [--yes] [--no-backup]
+
+Runs the offline tools of the storage plugin the configuration uses (plugins.storage, else the
+default @bifro/plugin-storage-level) on its data. The broker must be stopped: both refuse while
+the pid file names a running broker. --path sets the storage's \`path\` option (the directory a
+refusal at start names).
+
+check:  reads the data without changing it and reports what it holds, what is damaged (a
+        write-ahead log that lost acknowledged writes, unreadable table blocks, records that do
+        not fit together) and what a repair would lose. Exit 0 when nothing is damaged, 1 when a
+        repair is needed.
+repair: reports as check does, then (with --yes, or after a y at the prompt) copies the data
+        directory aside (unless --no-backup), repairs it keeping everything that can be read,
+        and prints what it did. The broker starts on the repaired data.`,
   plugin: `Usage: bifro plugin list [--config F] [--plugins-dir P]
        bifro plugin verify <dir|name> [--config F] [--plugins-dir P]
        bifro plugin install <name[@range|@version] | file.tgz | folder> [--config F] [--plugins-dir P]
@@ -145,6 +166,13 @@ export const COMMAND_OPTIONS = {
   },
   stop: { ...COMMON, 'data-dir': { type: 'string' } },
   status: { ...COMMON, 'data-dir': { type: 'string' } },
+  storage: {
+    ...COMMON,
+    'data-dir': { type: 'string' },
+    path: { type: 'string' },
+    yes: { type: 'boolean' },
+    'no-backup': { type: 'boolean' },
+  },
   plugin: {
     ...COMMON,
     'plugins-dir': { type: 'string' },
@@ -170,6 +198,12 @@ export interface CommandArgs {
   readonly force?: boolean;
   /** `plugin search --json`. */
   readonly json?: boolean;
+  /** `storage --path DIR`. */
+  readonly path?: string;
+  /** `storage repair --yes`. */
+  readonly yes?: boolean;
+  /** `storage repair --no-backup`. */
+  readonly noBackup?: boolean;
   readonly daemon: boolean;
   readonly help: boolean;
   readonly positionals: readonly string[];
@@ -216,6 +250,9 @@ export function parseCommandArgs(command: CommandName, args: readonly string[]):
     ...optional('registry', text('registry')),
     ...(values.force === true ? { force: true } : {}),
     ...(values.json === true ? { json: true } : {}),
+    ...optional('path', text('path')),
+    ...(values.yes === true ? { yes: true } : {}),
+    ...(values['no-backup'] === true ? { noBackup: true } : {}),
   };
   return result;
 }

@@ -17,7 +17,7 @@ export interface AckQueueOwner {
   /** Acknowledgements waiting for storage writes, in PUBLISH order (undefined until one had to wait). */
   ackQueue: PublishAck[] | undefined;
   readonly v5: boolean;
-  readonly engine: Pick<Engine, 'emit'>;
+  readonly engine: Pick<Engine, 'emit' | 'storageHealth'>;
   readonly client: ClientInfo | undefined;
   readonly session: Pick<Session, 'inboundQoS2'> | undefined;
   readonly state: ConnectionState;
@@ -42,8 +42,10 @@ export function queueAck(conn: AckQueueOwner, ack: PublishAck): void {
 
 /**
  * Send the settled acknowledgements at the head of the queue. A failed write is not acknowledged
- * as a success: v5 gets 0x80, a v3 client is disconnected (it will resend); PUBCOMP goes out
- * anyway. Once the connection is closed they are dropped.
+ * as a success: v5 gets 0x80, a v3 client is disconnected (it will resend). A PUBCOMP whose
+ * release was not stored has no failure code: the client is disconnected and resends its PUBREL
+ * after reconnecting (otherwise a restart would take its next QoS 2 message with that packet id
+ * for a duplicate). Once the connection is closed they are dropped.
  */
 export function flushAcks(conn: AckQueueOwner): void {
   const queue = conn.ackQueue;
@@ -51,9 +53,12 @@ export function flushAcks(conn: AckQueueOwner): void {
   while (queue.length > 0 && queue[0]!.state !== 'waiting') {
     const entry = queue.shift()!;
     if (conn.state === 'closed') continue;
-    if (entry.state === 'ready' || entry.type === PACKET.PUBCOMP) {
-      // PUBCOMP: the release is done in memory whatever storage said (the failure was logged).
+    if (entry.state === 'ready') {
       conn.sendAck(entry.type, entry.packetId, entry.reasonCode, entry.topic);
+    } else if (entry.type === PACKET.PUBCOMP) {
+      reportDistError(conn, entry);
+      conn.session?.inboundQoS2.add(entry.packetId);
+      conn.disconnect(RC.UnspecifiedError, 'storage write failed');
     } else if (conn.v5) {
       reportDistError(conn, entry);
       if (entry.type === PACKET.PUBREC) conn.session?.inboundQoS2.delete(entry.packetId);
@@ -66,6 +71,8 @@ export function flushAcks(conn: AckQueueOwner): void {
 }
 
 function reportDistError(conn: AckQueueOwner, entry: PublishAck): void {
+  const health = conn.engine.storageHealth;
+  if (health.failing) health.refused();
   const error = describeError(entry.error);
   conn.engine.emit('distError', conn.client, { what: 'publish', topic: entry.topic, qos: entry.type === PACKET.PUBACK ? 1 : 2, error });
 }

@@ -1,4 +1,4 @@
-import type { WriteWaiter } from './session-types';
+import type { WriteReporter, WriteWaiter } from './session-types';
 
 /**
  * A {@link WriteWaiter} that counts what holds it: every storage write it depends on, plus its
@@ -31,11 +31,14 @@ export abstract class CountedWaiter implements WriteWaiter {
     this.release();
   }
 
-  add(write: Promise<unknown>): void {
+  add(write: Promise<unknown>, reporter?: WriteReporter, call = 'write'): void {
     this.pending++;
     write.then(
       () => this.release(),
-      (err: unknown) => this.fail(err),
+      (err: unknown) => {
+        reporter?.writeFailed(call, err);
+        this.fail(err);
+      },
     );
   }
 }

@@ -7,6 +7,8 @@ import type { Delivery, SessionLink } from './session-types';
 const INBOX_READ_BATCH = 256;
 /** Entries the first inbox read of a session takes, before the size of its messages is known. */
 const INBOX_FIRST_READ = 16;
+/** How long after a failed storage call the pump tries again. */
+const PUMP_RETRY_MS = 1000;
 
 /** What the inbox needs of its session. */
 export interface InboxOwner extends PersistedSession {
@@ -29,6 +31,8 @@ export interface InboxHost<S> extends Pick<QueueHost<S>, 'queueLimit' | 'dropped
   now(): number;
   /** A storage call of this session failed. */
   storageFailed(session: S, what: string, err: unknown): void;
+  /** A storage call succeeded (ends an episode of failures of a storage that cannot tell its health). */
+  storageSucceeded(): void;
 }
 
 /**
@@ -63,6 +67,8 @@ export class SessionInbox<S extends InboxOwner> {
   private readMax = INBOX_FIRST_READ;
   /** Inbox bytes this process appended (tenant quotas). */
   private bytes = 0;
+  /** A pump again after a failed storage call, while the client stays connected. */
+  private retry: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly session: S,
@@ -135,6 +141,7 @@ export class SessionInbox<S extends InboxOwner> {
     const size = d.msg.size;
     const written = this.issuedAppend(host.persistence.append(session, d, maxSize, dropOldest));
     return written.then((r) => {
+      host.storageSucceeded();
       if (r.appended === 0) {
         this.backlog--;
         host.dropped(session, d, 'queue-full');
@@ -225,6 +232,12 @@ export class SessionInbox<S extends InboxOwner> {
       }
     } catch (err) {
       this.host.storageFailed(session, 'inbox pump', err);
+      // Storage heals (the level storage reopens or repairs itself): the client still connected
+      // gets what waits without having to reconnect.
+      this.retry ??= setTimeout(() => {
+        this.retry = undefined;
+        if (session.link !== undefined) void this.pump();
+      }, PUMP_RETRY_MS).unref();
     } finally {
       this.pumping = false;
     }

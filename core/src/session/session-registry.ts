@@ -230,10 +230,13 @@ export class SessionRegistry {
   save(session: Session, disconnectedAt?: number): Promise<void> {
     if (!session.stored) this.usage.add(session.tenantId, 'TotalPersistentSessions', 1);
     session.stored = true;
-    return this.host.persistence.saveRecord(session, disconnectedAt).catch((err: unknown) => {
-      this.host.storageFailed(session, 'session save', err);
-      throw err;
-    });
+    return this.host.persistence.saveRecord(session, disconnectedAt).then(
+      () => this.host.storageSucceeded(),
+      (err: unknown) => {
+        this.host.storageFailed(session, 'session save', err);
+        throw err;
+      },
+    );
   }
 
   /**

@@ -24,8 +24,13 @@ export interface WriteWaiter {
   hold(): void;
   release(): void;
   fail(err: unknown): void;
-  /** Hold until `write` settles. */
-  add(write: Promise<unknown>): void;
+  /** Hold until `write` settles; a failed write is also told to `reporter` (a session's storage call, as `call`). */
+  add(write: Promise<unknown>, reporter?: WriteReporter, call?: string): void;
+}
+
+/** Who is told that a write a waiter held failed (a session: its storage failures are logged and counted). */
+export interface WriteReporter {
+  writeFailed(call: string, err: unknown): void;
 }
 
 /** What a session needs of the connection that currently serves it. */

@@ -3,7 +3,7 @@ import type { WheelEntry } from './timer-wheel';
 import { SessionInbox, type InboxHost } from './inbox-pump';
 import { fromInboxMessage, toInboxMessage, type SessionPersistence } from './session-persistence';
 import { SessionQueue, type QueueHost } from './session-queue';
-import type { Delivery, SessionLink, SessionWill, WriteWaiter } from './session-types';
+import type { Delivery, SessionLink, SessionWill, WriteReporter, WriteWaiter } from './session-types';
 
 export type { Delivery, DropReason, QueueLimit, SessionLink, SessionWill, WriteWaiter } from './session-types';
 
@@ -70,7 +70,7 @@ export interface SessionHost extends QueueHost<Session>, InboxHost<Session> {
  * restart can resend it with the same packet id [MQTT-4.4.0-1]), and inbound QoS 2 packet ids so
  * exactly-once survives a restart.
  */
-export class Session implements WheelEntry {
+export class Session implements WheelEntry, WriteReporter {
   wheelSlot = -1;
   link: SessionLink | undefined;
   // Maps and sets are allocated on first use: an idle session of a client that never subscribed
@@ -274,13 +274,13 @@ export class Session implements WheelEntry {
       }
       this.track(packetId, new Inflight(this, packetId, d, undefined, false));
       const written = this.host.persistence.putInflight(this, [{ packetId, phase: 'publish', message: toInboxMessage(d) }]);
-      if (waiter !== undefined) waiter.add(written);
+      if (waiter !== undefined) waiter.add(written, this, 'inflight put');
       else written.catch((err: unknown) => this.host.storageFailed(this, 'inflight put', err));
       if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
       return;
     }
     const appended = this.inbox.append(d);
-    if (waiter !== undefined) waiter.add(appended);
+    if (waiter !== undefined) waiter.add(appended, this, 'inbox append');
     else appended.catch((err: unknown) => this.host.storageFailed(this, 'inbox append', err));
   }
 
@@ -430,6 +430,11 @@ export class Session implements WheelEntry {
       }
     if (inflight !== undefined && inflight.size > 0 && !this.resendWatched && !link.v5) this.host.watchResends(this);
     this.drain();
+  }
+
+  /** A storage write a publisher's acknowledgement waited for failed ({@link WriteReporter}). */
+  writeFailed(call: string, err: unknown): void {
+    this.host.storageFailed(this, call, err);
   }
 
   /**

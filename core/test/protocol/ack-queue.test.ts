@@ -15,9 +15,16 @@ class Owner implements AckQueueOwner {
   readonly sent: [AckType, number, number][] = [];
   readonly events: [string, unknown][] = [];
   readonly disconnects: number[] = [];
+  /** Publishes counted as refused by a storage failure episode. */
+  refused = 0;
+  failing = true;
   readonly engine = {
     emit: (type: string, _client: unknown, details: unknown) => {
       this.events.push([type, details]);
+    },
+    storageHealth: {
+      failing: this.failing,
+      refused: () => void this.refused++,
     },
   } as unknown as AckQueueOwner['engine'];
   constructor(readonly v5 = true) {}
@@ -99,15 +106,27 @@ describe('acknowledgement queue', () => {
     expect(owner.ackQueue).toEqual([]);
   });
 
-  it('sends PUBCOMP whatever storage said', async () => {
+  it('sends PUBCOMP once the release is stored; a release that was not stored disconnects, keeping the id for the PUBREL the client resends', async () => {
     const owner = new Owner();
+    const stored = write();
+    const ok = new PublishAck(owner, PACKET.PUBCOMP, 2, undefined);
+    ok.add(stored.promise);
+    queueAck(owner, ok);
+    owner.session.inboundQoS2.delete(2);
+    stored.done();
+    await settle();
+    expect(owner.sent).toEqual([[PACKET.PUBCOMP, 2, 0]]);
+
     const w = write();
     const ack = new PublishAck(owner, PACKET.PUBCOMP, 3, undefined);
     ack.add(w.promise);
     queueAck(owner, ack);
     w.fail(new Error('disk full'));
     await settle();
-    expect(owner.sent).toEqual([[PACKET.PUBCOMP, 3, 0]]);
-    expect(owner.events).toEqual([]);
+    expect(owner.sent).toEqual([[PACKET.PUBCOMP, 2, 0]]);
+    expect(owner.disconnects).toEqual([RC.UnspecifiedError]);
+    expect(owner.session.inboundQoS2.has(3)).toBe(true);
+    expect(owner.events.map(([type]) => type)).toEqual(['distError']);
+    expect(owner.refused).toBe(1);
   });
 });

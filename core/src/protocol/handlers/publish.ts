@@ -153,7 +153,7 @@ function accept(conn: ConnectionPort, p: DecodedPublish, frame: Buffer, topic: s
   const session = conn.session!;
   if (p.qos === 2) {
     session.inboundQoS2.add(p.packetId);
-    if (session.persistent) ack.add(engine.persistence.addIncoming(session, p.packetId));
+    if (session.persistent) ack.add(engine.persistence.addIncoming(session, p.packetId), session, 'incoming add');
   }
   ack.reasonCode = matched === 0 && conn.v5 ? RC.NoMatchingSubscribers : 0;
   conn.queueAck(ack);

@@ -131,7 +131,7 @@ describe('PUBREL handler', () => {
     ]);
   });
 
-  it('sends PUBCOMP even when storing the release failed (the release holds in memory)', async () => {
+  it('disconnects instead of PUBCOMP when storing the release failed: the id stays, the client resends PUBREL', async () => {
     const failed = Promise.reject(new Error('disk full'));
     const storageFailed = jest.fn();
     const s = session({
@@ -139,11 +139,13 @@ describe('PUBREL handler', () => {
       host: { persistence: { removeIncoming: () => failed }, storageFailed } as unknown as Session['host'],
     });
     s.inboundQoS2!.add(5);
-    const port = new TestPort({ session: s, engine: { emit: jest.fn() } as never });
+    const port = new TestPort({ session: s, engine: { emit: jest.fn(), storageHealth: { failing: false } } as never });
     handlePubrel(port, 5);
     await failed.catch(() => undefined);
     await Promise.resolve();
     expect(storageFailed).toHaveBeenCalledTimes(1);
-    expect(port.of('ack')).toEqual([{ op: 'ack', type: PACKET.PUBCOMP, packetId: 5, reasonCode: 0 }]);
+    expect(port.of('ack')).toEqual([]);
+    expect(port.of('disconnect')).toEqual([{ op: 'disconnect', reasonCode: RC.UnspecifiedError, reasonString: 'storage write failed' }]);
+    expect(s.inboundQoS2!.has(5)).toBe(true);
   });
 });
