@@ -6,7 +6,7 @@ import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { startApiBroker, type ApiBroker } from '../support/api-broker';
 import { startBrokerProcess, type BrokerProcess } from '../support/broker-process';
-import { sleep } from '../support/mqtt-helpers';
+import { expectPacket, rawConnect, sleep } from '../support/mqtt-helpers';
 import { mountSmallDisk, type SmallDisk } from '../support/small-disk';
 import { REPO, startTestBroker, type TestBroker } from '../support/test-broker';
 
@@ -99,6 +99,15 @@ describe('50 a full disk: refused, shown, healed without a restart', () => {
     const sub = await connect(broker.port, persistent('df-sub'));
     await sub.subscribeAsync('df/t', { qos: 1 });
     await sub.endAsync();
+    // A second persistent subscriber, online, changes its subscriptions while the disk is full.
+    const changer = await rawConnect(broker.port, {
+      protocolVersion: 5,
+      clientId: 'df-changer',
+      clean: false,
+      properties: { sessionExpiryInterval: 600 },
+    });
+    changer.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'df/keep', qos: 1 }] });
+    expect((await expectPacket(changer.raw, 'suback')).granted).toEqual([1]);
     const pub = await connect(broker.port, { clientId: 'df-pub' });
     const acked: string[] = [];
     for (let i = 0; i < 20; i++) if ((await publish(pub, 'df/t', `m${i}`)) === 0) acked.push(`m${i}`);
@@ -115,6 +124,11 @@ describe('50 a full disk: refused, shown, healed without a restart', () => {
     expect(refused).toBe(1);
     // More refusals while it lasts: still one error line for the episode.
     for (let i = 0; i < 3; i++) expect(await publish(pub, 'df/t', `late${i}`)).toBe(0x80);
+    // A subscription or an unsubscription that cannot be stored is refused and undone: memory keeps matching the stored record.
+    changer.send({ cmd: 'subscribe', messageId: 2, subscriptions: [{ topic: 'df/new', qos: 1 }] });
+    expect((await expectPacket(changer.raw, 'suback', 5000)).granted).toEqual([0x80]);
+    changer.send({ cmd: 'unsubscribe', messageId: 3, unsubscriptions: ['df/keep'] });
+    expect((await expectPacket(changer.raw, 'unsuback', 5000)).granted).toEqual([0x80]);
 
     const ready = await broker.http('GET', '/ready', { token: null });
     expect(ready.status).toBe(503);
@@ -146,6 +160,11 @@ describe('50 a full disk: refused, shown, healed without a restart', () => {
       expect(await publish(pub, 'df/t', `after${i}`)).toBe(0);
       acked.push(`after${i}`);
     }
+    // df/keep is still subscribed, df/new is not.
+    expect(await publish(pub, 'df/new', 'not subscribed')).toBe(0);
+    expect(await publish(pub, 'df/keep', 'kept')).toBe(0);
+    expect((await expectPacket(changer.raw, 'publish', 5000)).payload.toString()).toBe('kept');
+    changer.raw.destroy();
     expect(metric((await broker.http('GET', '/metrics')).text, 'bifro_storage_up')).toBe(1);
 
     const got = new Set<string>();

@@ -6,6 +6,7 @@ import type { Engine } from './engine';
 import {
   addSubscription,
   removeSubscription,
+  storeRemovals,
   sendRetained,
   storeSubscriptions,
   subscribeLimits,
@@ -219,19 +220,20 @@ export async function subscribeOnBehalf(
 /**
  * Unsubscribe a session from one filter (compared character by character [MQTT-3.10.4-1]), the
  * ACL not asked; a persistent session's record is stored before the answer. `existed: false`
- * when the session had no such subscription; `stored: false` when its record could not be written.
+ * when the session had no such subscription; `stored: false` when its record could not be written
+ * (the subscription is then back, as the stored record still has it).
  */
 export async function unsubscribeOnBehalf(
   engine: Engine,
   session: Session,
   filter: string,
 ): Promise<{ existed: boolean; stored: boolean }> {
-  const existed = removeSubscription(engine, session, filter);
-  if (!existed || !session.persistent) return { existed, stored: true };
+  const record = removeSubscription(engine, session, filter);
+  if (record === undefined || !session.persistent) return { existed: record !== undefined, stored: true };
   try {
-    await engine.sessions.save(session);
-    return { existed, stored: true };
+    await storeRemovals(engine, session, [record]);
+    return { existed: true, stored: true };
   } catch {
-    return { existed, stored: false };
+    return { existed: true, stored: false };
   }
 }

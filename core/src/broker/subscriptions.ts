@@ -131,12 +131,30 @@ export function sendRetained(engine: Engine, session: Session, g: GrantedSubscri
 
 /**
  * Remove one subscription of `session` (the filter compared character by character
- * [MQTT-3.10.4-1]): out of the index and the tenant's usage. Returns whether it existed. The
- * caller stores a persistent session's record.
+ * [MQTT-3.10.4-1]): out of the index and the tenant's usage. Returns the record it had, undefined
+ * when none existed. The caller stores a persistent session's record ({@link storeRemovals}).
  */
-export function removeSubscription(engine: Engine, session: Session, filter: string): boolean {
-  const existed = session.subscriptions.delete(filter);
+export function removeSubscription(engine: Engine, session: Session, filter: string): SubscriptionRecord | undefined {
+  const record = session.subscriptions.get(filter);
+  session.subscriptions.delete(filter);
   engine.router.removeRoute(session.tenantId, session.clientId, filter);
   engine.limits.releaseSubscription(session, filter);
-  return existed;
+  return record;
+}
+
+/**
+ * A persistent session's removed subscriptions are gone from disk before the client is told so:
+ * store the record; when it cannot be stored, put the subscriptions back (index, usage, session),
+ * so memory keeps matching the stored record, and reject.
+ */
+export function storeRemovals(engine: Engine, session: Session, removed: readonly SubscriptionRecord[]): Promise<void> {
+  return engine.sessions.save(session).catch((err: unknown) => {
+    for (const record of removed) {
+      if (session.subscriptions.has(record.filter)) continue; // subscribed again meanwhile
+      engine.router.addRoute(session.tenantId, { subscriber: session, clientId: session.clientId, filter: record.filter, options: record });
+      engine.limits.restoreSubscription(session, record.filter);
+      session.subscriptions.set(record.filter, record);
+    }
+    throw err;
+  });
 }

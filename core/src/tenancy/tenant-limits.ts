@@ -168,6 +168,14 @@ export class TenantLimits {
     return true;
   }
 
+  /** A subscription taken out a moment ago comes back (its removal could not be stored): counted again, whatever the quota says now. */
+  restoreSubscription(session: CountedSubscriber, filter: string): void {
+    if (session.countedSubscriptions.has(filter)) return;
+    const resource = subscriptionResource(filter, session.expirySeconds > 0);
+    this.usage.add(session.tenantId, resource, 1);
+    session.countedSubscriptions.set(filter, resource);
+  }
+
   /** A subscription is gone: take it out of the tenant's usage. */
   releaseSubscription(session: CountedSubscriber, filter: string): void {
     const resource = session.countedSubscriptions.get(filter);

@@ -1,11 +1,14 @@
 import type { IUnsubackPacket, IUnsubscribePacket } from 'mqtt-packet';
 import type { ConnectionPort } from '../connection-port';
 import { RC } from '../../codec/reason-codes';
-import { removeSubscription } from '../../broker/subscriptions';
+import type { SubscriptionRecord } from '@bifro/spi';
+import { removeSubscription, storeRemovals } from '../../broker/subscriptions';
 
 /**
  * UNSUBSCRIBE: remove each filter (compared character by character [MQTT-3.10.4-1]) and answer
- * UNSUBACK with the same packet id [MQTT-3.10.4-4]; v5 carries one reason code per filter.
+ * UNSUBACK with the same packet id [MQTT-3.10.4-4]; v5 carries one reason code per filter. A
+ * persistent session's record is stored first; when it cannot be, the subscriptions are put back
+ * and v5 gets 0x80 for them, a v3 client (whose UNSUBACK cannot say so) is disconnected.
  */
 export function handleUnsubscribe(conn: ConnectionPort, packet: IUnsubscribePacket): void {
   const engine = conn.engine;
@@ -25,18 +28,33 @@ function finish(conn: ConnectionPort, packet: IUnsubscribePacket, allowed: reado
   const engine = conn.engine;
   const client = conn.client!;
   const session = conn.session!;
-  const codes = packet.unsubscriptions.map((filter, i) => {
+  const removed: SubscriptionRecord[] = [];
+  const codes: number[] = packet.unsubscriptions.map((filter, i) => {
     if (!allowed[i]) {
       engine.emit('unsubActionDisallow', client, { filter });
       return RC.NotAuthorized;
     }
-    return removeSubscription(engine, session, filter) ? 0 : RC.NoSubscriptionExisted;
+    const record = removeSubscription(engine, session, filter);
+    if (record === undefined) return RC.NoSubscriptionExisted;
+    removed.push(record);
+    return 0;
   });
   const unsuback: IUnsubackPacket = { cmd: 'unsuback', messageId: packet.messageId!, granted: conn.v5 ? codes : [] };
   const acknowledge = (): void => {
     conn.send(unsuback);
     engine.emit('unsubAcked', client, () => ({ filters: packet.unsubscriptions.join(',') }));
   };
-  if (session.persistent) engine.sessions.save(session).then(acknowledge, acknowledge);
-  else acknowledge();
+  if (!session.persistent || removed.length === 0) {
+    acknowledge();
+    return;
+  }
+  storeRemovals(engine, session, removed).then(acknowledge, () => {
+    if (conn.state === 'closed') return;
+    if (!conn.v5) {
+      conn.disconnect(RC.UnspecifiedError, 'unsubscribe could not be stored');
+      return;
+    }
+    for (let i = 0; i < codes.length; i++) if (codes[i] === 0) codes[i] = RC.UnspecifiedError;
+    conn.send(unsuback);
+  });
 }
