@@ -1,0 +1,282 @@
+import { checkRun } from './checker';
+import type { BrokerEvent, ClientEvent, ClientRecord, ClientSpec, Problem, QoS, RunRecord, SubSpec } from './model';
+
+/**
+ * The checker, fed synthetic records: a clean run passes, and each kind of broken delivery (a
+ * lost message, an out-of-order pair, a QoS 2 duplicate, a delivery after UNSUBACK, to a session
+ * that did not exist yet, back to a No Local subscriber, a lost session, a stalled one) is
+ * reported. Times are plain numbers: t0 = 0, drain from 1000.
+ */
+
+const SETTLE = 900;
+const DRAIN = 1000;
+
+function spec(name: string, over: Partial<ClientSpec> = {}): ClientSpec {
+  return { name, clientId: `t-${name}`, node: 0, version: 5, persistent: true, expirySeconds: 600, subscriptions: [], ...over };
+}
+
+/** A client whose events are written with small helpers. */
+class Rec {
+  readonly events: ClientEvent[] = [];
+  private op = 0;
+  constructor(readonly spec: ClientSpec) {}
+  connect(t: number, conn: number, sessionPresent = false): this {
+    this.events.push({ t, conn, type: 'connect', clean: !this.spec.persistent });
+    this.events.push({ t: t + 0.5, conn, type: 'connack', sessionPresent, reason: 0 });
+    return this;
+  }
+  subscribe(t: number, conn: number, subs: SubSpec[], granted = subs.map((s) => s.qos as number)): this {
+    const op = ++this.op;
+    this.events.push({ t, conn, type: 'subscribe', op, subs });
+    this.events.push({ t: t + 0.5, conn, type: 'suback', op, granted });
+    return this;
+  }
+  unsubscribe(t: number, conn: number, filters: string[]): this {
+    const op = ++this.op;
+    this.events.push({ t, conn, type: 'unsubscribe', op, filters });
+    this.events.push({ t: t + 0.5, conn, type: 'unsuback', op, reasons: filters.map(() => 0) });
+    return this;
+  }
+  publish(t: number, conn: number, seq: number, topic: string, qos: QoS, ackAfter: number | undefined = 1): this {
+    const msg = `${this.spec.name}:${seq}`;
+    this.events.push({ t, conn, type: 'publish', msg, topic, qos, packetId: seq });
+    if (qos > 0 && ackAfter !== undefined)
+      this.events.push({ t: t + ackAfter, conn, type: 'ack', msg, packet: qos === 1 ? 'puback' : 'pubrec', reason: 0 });
+    return this;
+  }
+  receive(t: number, conn: number, msg: string, topic: string, qos: QoS, dup = false): this {
+    this.events.push({ t, conn, type: 'recv', msg, topic, qos, dup, packetId: 1 });
+    this.events.push({ t: t + 0.1, conn, type: 'deliver', msg, topic, qos });
+    return this;
+  }
+  leave(t: number, conn: number, fault = 'drop'): this {
+    this.events.push({ t, conn, type: 'fault', fault });
+    this.events.push({ t: t + 0.5, conn, type: 'close' });
+    return this;
+  }
+  get record(): ClientRecord {
+    return { spec: this.spec, events: [...this.events].sort((a, b) => a.t - b.t) };
+  }
+}
+
+function run(clients: Rec[], broker: BrokerEvent[] = []): RunRecord {
+  return {
+    schedule: {
+      seed: 1,
+      index: 0,
+      storage: 'memory',
+      tenant: 't',
+      settings: {},
+      durationMs: 800,
+      topics: ['a', 'b'],
+      clients: clients.map((c) => c.spec),
+      actions: [],
+      nodeActions: [],
+    },
+    t0: 0,
+    faultEnd: 800,
+    settleStart: SETTLE,
+    drainStart: DRAIN,
+    end: 2000,
+    clients: clients.map((c) => c.record),
+    nodes: [],
+    broker,
+  };
+}
+
+const sub = (filter: string, qos: QoS, noLocal = false): SubSpec => ({ filter, qos, noLocal });
+
+/** A publisher of p0:1..n on topic `a` (QoS 1) from t = 100, one every 10 ms. */
+function publisher(n: number, qos: QoS = 1): Rec {
+  const p = new Rec(
+    spec('p0', { persistent: false, expirySeconds: 0, publish: { topics: ['a'], qos: [qos], window: 10, pauseMs: 1, seed: 1 } }),
+  );
+  p.connect(0, 1);
+  for (let i = 1; i <= n; i++) p.publish(100 + i * 10, 1, i, 'a', qos);
+  return p;
+}
+
+/** A persistent subscriber of `a` that receives `seqs` (of p0) in that order, then reconnects in the drain. */
+function subscriber(seqs: number[], qos: QoS = 1, name = 's0'): Rec {
+  const s = new Rec(spec(name));
+  s.connect(0, 1).subscribe(10, 1, [sub('a', qos)]);
+  seqs.forEach((seq, i) => s.receive(300 + i * 5, 1, `p0:${seq}`, 'a', qos));
+  s.leave(DRAIN, 1, 'drain').connect(DRAIN + 1, 2, true);
+  return s;
+}
+
+function kinds(problems: readonly Problem[]): string[] {
+  return problems.map((p) => p.kind);
+}
+
+describe('the delivery checker', () => {
+  it('passes a run where every acknowledged message arrived in order', () => {
+    const r = checkRun(run([publisher(5), subscriber([1, 2, 3, 4, 5])]));
+    expect(r.problems).toEqual([]);
+    expect(r.stats.required).toBe(5);
+    expect(r.stats.acknowledged).toBe(5);
+  });
+
+  it('reports a lost message, with the message, the session and what the subscriber saw', () => {
+    const r = checkRun(run([publisher(5), subscriber([1, 2, 4, 5])]));
+    expect(kinds(r.problems)).toEqual(['lost']);
+    expect(r.problems[0]!.summary).toContain('p0:3');
+    expect(r.problems[0]!.details.join('\n')).toMatch(
+      /message p0:3 \(topic a, QoS 1\)[\s\S]*s0 received p0's a seqs near 3: 1@c1 2@c1 4@c1 5@c1/,
+    );
+    expect(r.outstanding).toBe(1);
+  });
+
+  it('accepts a missing message when the broker reported a drop for the session', () => {
+    const drop: BrokerEvent = {
+      node: 0,
+      type: 'qos1Dropped',
+      tenantId: 't',
+      clientId: 't-s0',
+      eventTime: 150,
+      topic: 'a',
+      reason: 'queue-full',
+    };
+    const r = checkRun(run([publisher(5), subscriber([1, 2, 4, 5])], [drop]));
+    expect(r.problems).toEqual([]);
+    expect(r.stats.excusedByDrops).toBe(1);
+  });
+
+  it('does not require messages of a clean session, nor of a session that expired', () => {
+    const clean = new Rec(spec('s1', { persistent: false, expirySeconds: 0 }));
+    clean
+      .connect(0, 1)
+      .subscribe(10, 1, [sub('a', 1)])
+      .receive(300, 1, 'p0:1', 'a', 1)
+      .leave(500, 1);
+    const expired = new Rec(spec('s2', { expirySeconds: 1 }));
+    expired
+      .connect(0, 1)
+      .subscribe(10, 1, [sub('a', 1)])
+      .leave(105, 1)
+      .connect(DRAIN + 1, 2, false);
+    expect(checkRun(run([publisher(5), clean, expired])).problems).toEqual([]);
+  });
+
+  it('reports a pair out of publishing order', () => {
+    const r = checkRun(run([publisher(5), subscriber([1, 3, 2, 4, 5])]));
+    expect(kinds(r.problems)).toEqual(['order']);
+    expect(r.problems[0]!.summary).toContain('p0:2 first arrived after p0:3');
+  });
+
+  it('does not check the order through $share', () => {
+    const s = new Rec(spec('g0m0'));
+    s.connect(0, 1).subscribe(10, 1, [sub('$share/g/a', 1)]);
+    [2, 1, 3].forEach((seq, i) => s.receive(300 + i, 1, `p0:${seq}`, 'a', 1));
+    s.leave(DRAIN, 1, 'drain').connect(DRAIN + 1, 2, true);
+    expect(checkRun(run([publisher(3), s])).problems).toEqual([]);
+  });
+
+  it('reports a QoS 2 message delivered twice to one session, and to two members of a group', () => {
+    const r = checkRun(run([publisher(3, 2), subscriber([1, 2, 2, 3], 2)]));
+    expect(kinds(r.problems)).toEqual(['duplicate']);
+    const m0 = new Rec(spec('g0m0'));
+    const m1 = new Rec(spec('g0m1'));
+    for (const m of [m0, m1]) m.connect(0, 1).subscribe(10, 1, [sub('$share/g/a', 2)]);
+    m0.receive(300, 1, 'p0:1', 'a', 2).receive(301, 1, 'p0:2', 'a', 2);
+    m1.receive(300, 1, 'p0:2', 'a', 2);
+    for (const m of [m0, m1]) m.leave(DRAIN, 1, 'drain').connect(DRAIN + 1, 2, true);
+    const g = checkRun(run([publisher(2, 2), m0, m1]));
+    expect(kinds(g.problems)).toEqual(['duplicate']);
+    expect(g.problems[0]!.summary).toContain('$share/g/a: QoS 2 message p0:2 delivered to 2 members');
+  });
+
+  it('requires a message of a shared group at one member', () => {
+    const m0 = new Rec(spec('g0m0'));
+    const m1 = new Rec(spec('g0m1'));
+    for (const m of [m0, m1]) m.connect(0, 1).subscribe(10, 1, [sub('$share/g/a', 1)]);
+    m0.receive(300, 1, 'p0:1', 'a', 1);
+    m1.receive(300, 1, 'p0:3', 'a', 1);
+    for (const m of [m0, m1]) m.leave(DRAIN, 1, 'drain').connect(DRAIN + 1, 2, true);
+    const r = checkRun(run([publisher(3), m0, m1]));
+    expect(kinds(r.problems)).toEqual(['lost']);
+    expect(r.problems[0]!.summary).toMatch(/group \$share\/g\/a: 1 acknowledged .* p0:2/);
+  });
+
+  it('reports a delivery through a filter unsubscribed before the message was published', () => {
+    const s = new Rec(spec('s0'));
+    s.connect(0, 1)
+      .subscribe(10, 1, [sub('a', 1)])
+      .unsubscribe(50, 1, ['a'])
+      .receive(300, 1, 'p0:1', 'a', 1);
+    s.leave(DRAIN, 1, 'drain').connect(DRAIN + 1, 2, true);
+    const r = checkRun(run([publisher(1), s]));
+    expect(kinds(r.problems)).toEqual(['after-unsubscribe']);
+    expect(r.problems[0]!.summary).toContain('through a, unsubscribed (UNSUBACK at +50.5 ms) before it was published');
+  });
+
+  it('does not require a message acknowledged after the UNSUBSCRIBE was sent, and allows its delivery', () => {
+    const s = new Rec(spec('s0'));
+    // p0:1 is sent at 110 and acknowledged at 111; the UNSUBSCRIBE goes out at 110.5.
+    s.connect(0, 1)
+      .subscribe(10, 1, [sub('a', 1)])
+      .unsubscribe(110.5, 1, ['a'])
+      .receive(300, 1, 'p0:1', 'a', 1);
+    s.leave(DRAIN, 1, 'drain').connect(DRAIN + 1, 2, true);
+    const r = checkRun(run([publisher(2), s]));
+    expect(r.problems).toEqual([]);
+    expect(r.stats.required).toBe(0);
+  });
+
+  it('reports a message delivered to a session that did not exist when it was published', () => {
+    const s = new Rec(spec('s0', { expirySeconds: 1 }));
+    s.connect(0, 1)
+      .subscribe(10, 1, [sub('a', 1)])
+      .leave(105, 1);
+    // Back after the expiry: a new session, which gets p0:1 of the old one.
+    s.connect(DRAIN + 1, 2, false)
+      .subscribe(DRAIN + 2, 2, [sub('a', 1)])
+      .receive(DRAIN + 10, 2, 'p0:1', 'a', 1);
+    const r = checkRun(run([publisher(1), s]));
+    expect(kinds(r.problems)).toEqual(['before-session']);
+  });
+
+  it('reports a message delivered back to its No Local publisher', () => {
+    const n = new Rec(spec('n0', { publish: { topics: ['a'], qos: [1], window: 5, pauseMs: 1, seed: 1 } }));
+    n.connect(0, 1)
+      .subscribe(10, 1, [sub('a', 1, true)])
+      .publish(100, 1, 1, 'a', 1)
+      .receive(110, 1, 'n0:1', 'a', 1);
+    n.leave(DRAIN, 1, 'drain').connect(DRAIN + 1, 2, true);
+    const r = checkRun(run([n]));
+    expect(kinds(r.problems)).toEqual(['no-local']);
+  });
+
+  it('reports a persistent session lost before its expiry', () => {
+    const s = new Rec(spec('s0'));
+    s.connect(0, 1)
+      .subscribe(10, 1, [sub('a', 1)])
+      .leave(200, 1)
+      .connect(300, 2, false)
+      .subscribe(301, 2, [sub('a', 1)]);
+    s.leave(DRAIN, 2, 'drain').connect(DRAIN + 1, 3, true);
+    const r = checkRun(run([s]));
+    expect(kinds(r.problems)).toEqual(['session-lost']);
+  });
+
+  it('reports a session that got its messages only after reconnecting, though it was connected all through the settle', () => {
+    const s = new Rec(spec('s0'));
+    s.connect(0, 1)
+      .subscribe(10, 1, [sub('a', 1)])
+      .receive(300, 1, 'p0:1', 'a', 1);
+    s.leave(DRAIN, 1, 'drain')
+      .connect(DRAIN + 1, 2, true)
+      .receive(DRAIN + 5, 2, 'p0:2', 'a', 1);
+    const r = checkRun(run([publisher(2), s]));
+    expect(kinds(r.problems)).toEqual(['stalled']);
+  });
+
+  it('reports a session that could not reconnect in the drain', () => {
+    const s = new Rec(spec('s0'));
+    s.connect(0, 1)
+      .subscribe(10, 1, [sub('a', 1)])
+      .receive(300, 1, 'p0:1', 'a', 1)
+      .leave(DRAIN, 1, 'drain');
+    expect(kinds(checkRun(run([publisher(1), s])).problems)).toEqual(['drain']);
+  });
+});

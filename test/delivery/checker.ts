@@ -1,0 +1,718 @@
+import type { BrokerEvent, ClientEvent, ClientRecord, NodeEvent, Problem, QoS, RunRecord, SubSpec } from './model';
+import { parseFilter, topicMatches } from './model';
+
+/**
+ * The invariants, checked over what the clients recorded (and the drop events the broker
+ * reported). Times are the clients' own (one process, one clock): a SUBACK received before a
+ * PUBLISH was sent was in force when the broker routed it; an UNSUBSCRIBE sent after a PUBACK
+ * arrived came after the routing.
+ *
+ * 1. An acknowledged QoS 1/2 message reaches every persistent session that had a matching
+ *    subscription with granted QoS ≥ 1 (SUBACK before the PUBLISH was sent, no UNSUBSCRIBE of it
+ *    sent before the acknowledgement), did not end, and was resumed in the drain; a shared group
+ *    of persistent members: at least one member. QoS 2 (delivered at QoS 2): once per session
+ *    (per group).
+ * 2. Per session, publisher connection, topic and delivery QoS, first receipts of PUBLISH come in
+ *    publishing order (ordinary subscriptions and $oshare; not $share).
+ * 3. Nothing reaches a session through a filter it had unsubscribed (UNSUBACK before the PUBLISH
+ *    was sent), from before the session existed, or back to a No Local subscriber.
+ * 4. A persistent session misses at most as many messages as the broker reported dropped for it.
+ * 5. (Kill -9) is 1 across restarts: acknowledged before the kill is acknowledged.
+ * And a persistent session is not lost before its expiry, nor kept well past it.
+ */
+
+export interface Message {
+  readonly key: string;
+  readonly publisher: string;
+  readonly seq: number;
+  readonly topic: string;
+  readonly qos: QoS;
+  /** The publisher's connection that sent it. */
+  readonly conn: number;
+  readonly sentAt: number;
+  ackAt?: number;
+  /** Reason code of the first acknowledgement. */
+  ackReason?: number;
+}
+
+interface Interval {
+  readonly filter: string;
+  readonly qos: number;
+  readonly noLocal: boolean;
+  readonly start: number;
+  end: number;
+}
+
+type Recv = Extract<ClientEvent, { type: 'recv' }>;
+type Deliver = Extract<ClientEvent, { type: 'deliver' }>;
+
+/** One session of a client: from a CONNACK that started it to the one that started the next. */
+export interface Incarnation {
+  readonly client: ClientRecord;
+  readonly n: number;
+  readonly start: number;
+  readonly conns: Set<number>;
+  /** Subscriptions surely in force: from SUBACK (granted < 0x80) to the UNSUBSCRIBE sent. */
+  readonly sure: Interval[];
+  /** Subscriptions possibly in force: from SUBSCRIBE sent to UNSUBACK received. */
+  readonly maybe: Interval[];
+  readonly recv: Recv[];
+  readonly deliver: Deliver[];
+  /** Its connections: CONNECT sent, CONNACK, the client starting to leave, close. */
+  readonly online: { conn: number; connect: number; from: number; leave: number; to: number }[];
+  /** Persistent, the client's last session, and resumed (CONNACK) in the drain. */
+  survives: boolean;
+}
+
+export interface CheckStats {
+  published: number;
+  publishedByQos: [number, number, number];
+  acknowledged: number;
+  refused: number;
+  delivered: number;
+  /** (session or group, message) pairs the invariants required. */
+  required: number;
+  /** Required but missing, within the drops the broker reported. */
+  excusedByDrops: number;
+  dropsReported: number;
+}
+
+export interface CheckResult {
+  readonly problems: Problem[];
+  readonly stats: CheckStats;
+  /** Required deliveries still missing beyond the reported drops (the drain waits for 0). */
+  readonly outstanding: number;
+}
+
+const DROP_TYPES = new Set(['qos1Dropped', 'qos2Dropped']);
+/** Driver faults after which the client's connection is going away. */
+const LEAVING = new Set(['disconnect', 'drop', 'expire-disconnect', 'expire-drop', 'drain', 'takeover']);
+/** Expiry is checked with this much slack (the broker's timer wheel, process scheduling). */
+const EXPIRY_EARLY_SLACK_MS = 500;
+const EXPIRY_LATE_SLACK_MS = 2000;
+const MAX_LISTED = 5;
+/** How long after a client sent a PUBLISH the broker may still be handling it (for the known QoS 0 order deviation). */
+const LIVE_LAG_MS = 200;
+
+export function checkRun(run: RunRecord): CheckResult {
+  return new Checker(run).check();
+}
+
+class Checker {
+  readonly problems: Problem[] = [];
+  readonly messages = new Map<string, Message>();
+  readonly incarnations: Incarnation[] = [];
+  readonly byClient = new Map<string, Incarnation[]>();
+  readonly stats: CheckStats = {
+    published: 0,
+    publishedByQos: [0, 0, 0],
+    acknowledged: 0,
+    refused: 0,
+    delivered: 0,
+    required: 0,
+    excusedByDrops: 0,
+    dropsReported: 0,
+  };
+  outstanding = 0;
+
+  constructor(readonly run: RunRecord) {}
+
+  check(): CheckResult {
+    this.collectMessages();
+    for (const c of this.run.clients) this.buildIncarnations(c);
+    this.checkReceipts();
+    this.checkDuplicates();
+    this.checkRequired();
+    return { problems: this.problems, stats: this.stats, outstanding: this.outstanding };
+  }
+
+  private rel(t: number | undefined): string {
+    return t === undefined ? '-' : `+${(t - this.run.t0).toFixed(1)} ms`;
+  }
+
+  private describeMessage(m: Message): string {
+    const ack =
+      m.ackAt !== undefined
+        ? `${m.qos === 1 ? 'PUBACK' : 'PUBREC'} 0x${(m.ackReason ?? 0).toString(16).padStart(2, '0')} at ${this.rel(m.ackAt)}`
+        : m.ackReason !== undefined
+          ? `refused 0x${m.ackReason.toString(16)}`
+          : 'not acknowledged';
+    return `message ${m.key} (topic ${m.topic}, QoS ${m.qos}) sent by ${m.publisher} on connection ${m.conn} at ${this.rel(m.sentAt)}, ${ack}`;
+  }
+
+  private describeSession(inc: Incarnation): string {
+    const s = inc.client.spec;
+    const kind = s.persistent
+      ? s.version === 5
+        ? `v5 persistent, expiry ${s.expirySeconds} s`
+        : 'v3.1.1 persistent'
+      : `v${s.version === 5 ? 5 : '3.1.1'} clean`;
+    const subs = inc.maybe.map(
+      (iv) => `${iv.filter} q${iv.qos}${iv.noLocal ? ' nl' : ''} [${this.rel(iv.start)}..${iv.end === Infinity ? '' : this.rel(iv.end)}]`,
+    );
+    return `session ${s.name} #${inc.n} (${kind}; started ${this.rel(inc.start)}; connections ${[...inc.conns].join(',')}; subscriptions ${subs.join(', ') || 'none'})`;
+  }
+
+  /** What the session's client saw between `from` and `to`, and the node faults then. */
+  private around(inc: Incarnation, from: number, to: number, m?: Message): string[] {
+    const lines: string[] = [];
+    const seen = inc.client.events
+      .filter((e) => e.t >= from && e.t <= to && e.type !== 'recv' && e.type !== 'deliver')
+      .map((e) => `  ${this.rel(e.t)} ${inc.client.spec.name} ${describeEvent(e)}`);
+    lines.push(...seen.slice(0, 20));
+    if (seen.length > 20) lines.push(`  ... ${seen.length - 20} more events`);
+    if (m !== undefined) {
+      // First receipts of the same publisher and topic around it.
+      const near = inc.recv
+        .map((r) => ({ r, msg: this.messages.get(r.msg) }))
+        .filter(
+          (x) => x.msg !== undefined && x.msg.publisher === m.publisher && x.msg.topic === m.topic && Math.abs(x.msg.seq - m.seq) <= 8,
+        )
+        .map((x) => `${x.msg!.seq}${x.r.dup ? 'd' : ''}@c${x.r.conn}`);
+      lines.push(`  ${inc.client.spec.name} received ${m.publisher}'s ${m.topic} seqs near ${m.seq}: ${near.join(' ') || 'none'}`);
+    }
+    for (const n of this.run.nodes.filter((n) => n.t >= from - 1000 && n.t <= to + 1000))
+      lines.push(`  ${this.rel(n.t)} node ${n.node} ${n.type}`);
+    return lines;
+  }
+
+  private collectMessages(): void {
+    for (const c of this.run.clients) {
+      if (c.spec.publish === undefined) continue;
+      for (const e of c.events) {
+        if (e.type === 'publish' && !this.messages.has(e.msg)) {
+          const [publisher, seq] = splitKey(e.msg);
+          this.messages.set(e.msg, { key: e.msg, publisher, seq, topic: e.topic, qos: e.qos, conn: e.conn, sentAt: e.t });
+          this.stats.published++;
+          this.stats.publishedByQos[e.qos]++;
+        } else if (e.type === 'ack') {
+          const m = this.messages.get(e.msg);
+          if (m === undefined || m.ackReason !== undefined) continue;
+          m.ackReason = e.reason;
+          if (e.reason < 0x80) {
+            m.ackAt = e.t;
+            this.stats.acknowledged++;
+          } else this.stats.refused++;
+        }
+      }
+    }
+  }
+
+  private buildIncarnations(c: ClientRecord): void {
+    const spec = c.spec;
+    const list: Incarnation[] = [];
+    this.byClient.set(spec.name, list);
+    const connInc = new Map<number, Incarnation>();
+    const connectAt = new Map<number, number>();
+    const openConns = new Set<number>();
+    let lastClose = -Infinity;
+    const ops = new Map<number, { inc: Incarnation; subs: readonly SubSpec[]; filters: readonly string[] }>();
+    let cur: Incarnation | undefined;
+    let drainConnack = false;
+    for (const e of c.events) {
+      switch (e.type) {
+        case 'connect':
+          connectAt.set(e.conn, e.t);
+          break;
+        case 'connack': {
+          if (e.reason !== 0) break;
+          const at = connectAt.get(e.conn) ?? e.t;
+          if (cur !== undefined && spec.persistent) this.checkContinuity(c, cur, e, at, openConns, lastClose);
+          if (!spec.persistent || !e.sessionPresent || cur === undefined) {
+            if (spec.persistent && e.sessionPresent && cur === undefined)
+              this.problems.push({
+                kind: 'session-present',
+                summary: `${spec.name}: Session Present 1 on its first connection (a new client id)`,
+                details: [`  ${this.rel(e.t)} connection ${e.conn}`],
+              });
+            cur = {
+              client: c,
+              n: list.length + 1,
+              start: e.t,
+              conns: new Set(),
+              sure: [],
+              maybe: [],
+              recv: [],
+              deliver: [],
+              online: [],
+              survives: false,
+            };
+            list.push(cur);
+            this.incarnations.push(cur);
+          }
+          cur.conns.add(e.conn);
+          cur.online.push({ conn: e.conn, connect: at, from: e.t, leave: Infinity, to: Infinity });
+          connInc.set(e.conn, cur);
+          openConns.add(e.conn);
+          if (e.t >= this.run.drainStart) drainConnack = true;
+          break;
+        }
+        case 'close': {
+          if (openConns.delete(e.conn)) lastClose = e.t;
+          const span = connInc.get(e.conn)?.online.find((o) => o.conn === e.conn && o.to === Infinity);
+          if (span !== undefined) {
+            span.to = e.t;
+            span.leave = Math.min(span.leave, e.t);
+          }
+          break;
+        }
+        case 'fault': {
+          const span = connInc.get(e.conn)?.online.find((o) => o.conn === e.conn && o.to === Infinity);
+          if (span !== undefined && LEAVING.has(e.fault)) span.leave = Math.min(span.leave, e.t);
+          break;
+        }
+        case 'subscribe': {
+          const inc = connInc.get(e.conn);
+          if (inc === undefined) break;
+          for (const s of e.subs) inc.maybe.push({ filter: s.filter, qos: s.qos, noLocal: s.noLocal, start: e.t, end: Infinity });
+          ops.set(e.op, { inc, subs: e.subs, filters: e.subs.map((s) => s.filter) });
+          break;
+        }
+        case 'suback': {
+          const op = ops.get(e.op);
+          if (op === undefined) break;
+          op.subs.forEach((s, i) => {
+            const g = e.granted[i] ?? 0x80;
+            if (g >= 0x80) return;
+            // The same filter again replaces the subscription.
+            for (const iv of op.inc.sure) if (iv.filter === s.filter && iv.end === Infinity) iv.end = e.t;
+            op.inc.sure.push({ filter: s.filter, qos: g, noLocal: s.noLocal, start: e.t, end: Infinity });
+          });
+          break;
+        }
+        case 'unsubscribe': {
+          const inc = connInc.get(e.conn);
+          if (inc === undefined) break;
+          for (const iv of inc.sure) if (e.filters.includes(iv.filter) && iv.end === Infinity) iv.end = e.t;
+          ops.set(e.op, { inc, subs: [], filters: e.filters });
+          break;
+        }
+        case 'unsuback': {
+          const op = ops.get(e.op);
+          if (op === undefined) break;
+          // A refused UNSUBSCRIBE (0x80 and above) leaves the subscription.
+          const gone = op.filters.filter((_, i) => (e.reasons[i] ?? 0) < 0x80);
+          for (const iv of op.inc.maybe) if (gone.includes(iv.filter) && iv.end === Infinity && iv.start < e.t) iv.end = e.t;
+          break;
+        }
+        case 'recv':
+          connInc.get(e.conn)?.recv.push(e);
+          break;
+        case 'deliver': {
+          const inc = connInc.get(e.conn);
+          if (inc !== undefined) {
+            inc.deliver.push(e);
+            this.stats.delivered++;
+          }
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    if (cur !== undefined && spec.persistent && drainConnack && list[list.length - 1] === cur) {
+      // Resumed in the drain: the last CONNACK belongs to it.
+      cur.survives = [...cur.conns].some((conn) => {
+        const ack = c.events.find((e) => e.type === 'connack' && e.conn === conn && e.reason === 0);
+        return ack !== undefined && ack.t >= this.run.drainStart;
+      });
+    }
+    if (spec.persistent && this.run.drainStart > 0 && this.run.end > this.run.drainStart && !drainConnack)
+      this.problems.push({
+        kind: 'drain',
+        summary: `${spec.name}: could not reconnect in the drain`,
+        details: c.events
+          .filter((e) => e.t >= this.run.drainStart)
+          .slice(0, 10)
+          .map((e) => `  ${this.rel(e.t)} ${describeEvent(e)}`),
+      });
+  }
+
+  /** A persistent session's resume: Session Present must agree with its expiry. */
+  private checkContinuity(
+    c: ClientRecord,
+    cur: Incarnation,
+    ack: Extract<ClientEvent, { type: 'connack' }>,
+    connectAt: number,
+    openConns: Set<number>,
+    lastClose: number,
+  ): void {
+    const spec = c.spec;
+    const expiryMs = spec.version === 5 ? spec.expirySeconds * 1000 : Infinity;
+    const stillOpen = [...openConns].some((conn) => cur.conns.has(conn));
+    const offline = stillOpen ? 0 : connectAt - lastClose;
+    const node = spec.node;
+    if (!ack.sessionPresent && offline < expiryMs - EXPIRY_EARLY_SLACK_MS) {
+      this.problems.push({
+        kind: 'session-lost',
+        summary:
+          `${spec.name}: Session Present 0 after ${stillOpen ? 'a takeover (the session was connected)' : `${offline.toFixed(0)} ms offline`}, ` +
+          `below its expiry of ${spec.version === 5 ? `${spec.expirySeconds} s` : 'MaxSessionExpirySeconds'}: the session was lost`,
+        details: [this.describeSession(cur), ...this.around(cur, Math.min(lastClose, connectAt) - 500, ack.t + 200)],
+      });
+      return;
+    }
+    if (ack.sessionPresent && !stillOpen && expiryMs !== Infinity) {
+      const restart = this.lastNodeEvent(node, 'restart', connectAt);
+      const from = Math.max(lastClose, restart ?? -Infinity);
+      const late = connectAt - from - expiryMs;
+      const killed = this.run.nodes.some((n) => n.node === node && n.type === 'kill' && n.t >= lastClose && n.t <= connectAt);
+      const storageFault = this.storageFaultBetween(node, from + expiryMs - 1000, connectAt);
+      if (late > EXPIRY_LATE_SLACK_MS && !killed && !storageFault)
+        this.problems.push({
+          kind: 'session-outlived',
+          summary: `${spec.name}: Session Present 1 after ${(connectAt - from).toFixed(0)} ms offline, ${late.toFixed(0)} ms past its expiry of ${spec.expirySeconds} s`,
+          details: [this.describeSession(cur), ...this.around(cur, lastClose - 200, ack.t + 200)],
+        });
+    }
+  }
+
+  private lastNodeEvent(node: number, type: NodeEvent['type'], before: number): number | undefined {
+    let t: number | undefined;
+    for (const n of this.run.nodes) if (n.node === node && n.type === type && n.t <= before) t = n.t;
+    return t;
+  }
+
+  private storageFaultBetween(node: number, from: number, to: number): boolean {
+    let failingSince: number | undefined;
+    for (const n of this.run.nodes) {
+      if (n.node !== node) continue;
+      if (n.type === 'storage-fail') failingSince = n.t;
+      if (n.type === 'storage-ok' && failingSince !== undefined) {
+        if (failingSince <= to && n.t >= from) return true;
+        failingSince = undefined;
+      }
+    }
+    return failingSince !== undefined && failingSince <= to;
+  }
+
+  /** Invariants 2 and 3, and the topic and QoS of each receipt. */
+  private checkReceipts(): void {
+    for (const inc of this.incarnations) {
+      const name = inc.client.spec.name;
+      const firsts = new Set<string>();
+      const lastSeq = new Map<string, { seq: number; r: Recv }>();
+      const inversions = new Map<string, { m: Message; r: Recv; prev: Message; prevRecv: Recv }[]>();
+      for (const r of inc.recv) {
+        const m = this.messages.get(r.msg);
+        if (m === undefined) {
+          this.problems.push({
+            kind: 'wrong-topic',
+            summary: `${name}: received a PUBLISH that is no message of this schedule (${r.msg})`,
+            details: [this.describeSession(inc), `  ${this.rel(r.t)} on connection ${r.conn}, topic ${r.topic}`],
+          });
+          continue;
+        }
+        if (r.topic !== m.topic)
+          this.problems.push({
+            kind: 'wrong-topic',
+            summary: `${name}: ${m.key} arrived with topic ${r.topic}, published to ${m.topic}`,
+            details: [this.describeMessage(m), this.describeSession(inc)],
+          });
+        const windowEnd = m.ackAt ?? r.t;
+        const possible = inc.maybe.filter((iv) => topicMatches(iv.filter, m.topic) && iv.start <= windowEnd && iv.end >= m.sentAt);
+        if (possible.length === 0) {
+          const ended = inc.maybe.filter((iv) => topicMatches(iv.filter, m.topic) && iv.end < m.sentAt);
+          const before = m.sentAt < inc.start;
+          this.problems.push({
+            kind: before ? 'before-session' : 'after-unsubscribe',
+            summary: before
+              ? `${name}: session #${inc.n} (started ${this.rel(inc.start)}) received ${m.key}, published at ${this.rel(m.sentAt)} before the session existed`
+              : ended.length > 0
+                ? `${name}: received ${m.key} through ${ended.map((iv) => iv.filter).join(', ')}, unsubscribed (UNSUBACK at ${this.rel(ended[0]!.end)}) before it was published`
+                : `${name}: received ${m.key} without a subscription matching ${m.topic} when it was published`,
+            details: [
+              this.describeMessage(m),
+              this.describeSession(inc),
+              `  received at ${this.rel(r.t)} on connection ${r.conn} (QoS ${r.qos}${r.dup ? ', DUP' : ''}, packet id ${r.packetId})`,
+              ...this.around(inc, m.sentAt - 300, r.t + 100),
+            ],
+          });
+        } else {
+          if (m.publisher === name && possible.every((iv) => iv.noLocal))
+            this.problems.push({
+              kind: 'no-local',
+              summary: `${name}: received its own ${m.key} through No Local subscription ${possible.map((iv) => iv.filter).join(', ')}`,
+              details: [this.describeMessage(m), this.describeSession(inc), `  received at ${this.rel(r.t)} on connection ${r.conn}`],
+            });
+          const most = Math.min(m.qos, Math.max(...possible.map((iv) => iv.qos)));
+          if (r.qos > most)
+            this.problems.push({
+              kind: 'wrong-qos',
+              summary: `${name}: ${m.key} (QoS ${m.qos}) delivered at QoS ${r.qos}, above min(message QoS, granted QoS) = ${most}`,
+              details: [this.describeMessage(m), this.describeSession(inc)],
+            });
+        }
+        // Order of first receipts, except through $share only.
+        if (firsts.has(m.key)) continue;
+        firsts.add(m.key);
+        if (!inc.maybe.some((iv) => parseFilter(iv.filter).share !== '$share' && topicMatches(iv.filter, m.topic))) continue;
+        const key = `${m.publisher}#${m.conn}|${m.topic}|${r.qos}`;
+        const last = lastSeq.get(key);
+        if (last !== undefined && m.seq < last.seq) {
+          const list = inversions.get(key) ?? [];
+          list.push({ m, r, prev: this.messages.get(`${m.publisher}:${last.seq}`)!, prevRecv: last.r });
+          inversions.set(key, list);
+        }
+        if (last === undefined || m.seq > last.seq) lastSeq.set(key, { seq: m.seq, r });
+      }
+      for (const list of inversions.values()) this.reportOrder(inc, list);
+    }
+  }
+
+  /** One problem per session and (publisher connection, topic, delivery QoS): the first inversion, and how many. */
+  private reportOrder(inc: Incarnation, list: { m: Message; r: Recv; prev: Message; prevRecv: Recv }[]): void {
+    const { m, r, prev, prevRecv } = list[0]!;
+    const name = inc.client.spec.name;
+    // QoS 0 queued while a persistent session was offline goes out after QoS 0 sent live on its
+    // return: the late message was published before the CONNACK of the connection it arrived on (so
+    // it may have been queued: the session is offline until the broker sends CONNACK), the earlier
+    // arrival after that connection's CONNECT (or just before: the broker may handle a PUBLISH a
+    // little after the client sent it).
+    const span = (conn: number): { connect: number; from: number } =>
+      inc.online.find((o) => o.conn === conn) ?? { connect: -Infinity, from: -Infinity };
+    const queuedThenLive = (x: { m: Message; r: Recv; prev: Message }): boolean =>
+      x.m.sentAt < span(x.r.conn).from && x.prev.sentAt > span(x.r.conn).connect - LIVE_LAG_MS;
+    const offline = (x: { m: Message; r: Recv }): string => (x.m.sentAt < span(x.r.conn).from ? ' before its CONNACK' : '');
+    const known = inc.client.spec.persistent && r.qos === 0 && list.every(queuedThenLive) ? 'qos0-offline-queue-order' : undefined;
+    this.problems.push({
+      kind: 'order',
+      summary:
+        `${name}: ${m.key} first arrived after ${prev.key} (${m.publisher}'s topic ${m.topic}, delivery QoS ${r.qos}): out of publishing order` +
+        (list.length > 1 ? `; ${list.length} messages of this publisher, topic and QoS arrived after a later one` : ''),
+      details: [
+        this.describeMessage(m),
+        this.describeMessage(prev),
+        this.describeSession(inc),
+        `  ${prev.key} first received at ${this.rel(prevRecv.t)} on connection ${prevRecv.conn}${prevRecv.dup ? ' (DUP)' : ''}; ${m.key} at ${this.rel(r.t)} on connection ${r.conn}${r.dup ? ' (DUP)' : ''}`,
+        `  late ones: ${list
+          .slice(0, 12)
+          .map((x) => `${x.m.seq} (sent ${this.rel(x.m.sentAt)}${offline(x)}) after ${x.prev.seq} (sent ${this.rel(x.prev.sentAt)})`)
+          .join(', ')}${list.length > 12 ? ' …' : ''}`,
+        ...this.around(inc, Math.min(prev.sentAt, m.sentAt) - 200, r.t + 100, m),
+      ],
+      ...(known !== undefined ? { known } : {}),
+    });
+  }
+
+  /** QoS 2 exactly once: per session, and per shared group. */
+  private checkDuplicates(): void {
+    for (const inc of this.incarnations) {
+      const counts = new Map<string, Deliver[]>();
+      for (const d of inc.deliver) if (d.qos === 2) counts.set(d.msg, [...(counts.get(d.msg) ?? []), d]);
+      for (const [key, ds] of counts) {
+        if (ds.length < 2) continue;
+        const m = this.messages.get(key);
+        this.problems.push({
+          kind: 'duplicate',
+          summary: `${inc.client.spec.name}: QoS 2 message ${key} delivered ${ds.length} times to one session`,
+          details: [
+            ...(m ? [this.describeMessage(m)] : []),
+            this.describeSession(inc),
+            ...ds.map((d) => `  delivered at ${this.rel(d.t)} on connection ${d.conn}`),
+            ...inc.recv
+              .filter((r) => r.msg === key)
+              .map((r) => `  PUBLISH received at ${this.rel(r.t)} on connection ${r.conn}${r.dup ? ' DUP' : ''} packet id ${r.packetId}`),
+            ...(m ? this.around(inc, ds[0]!.t - 300, ds[ds.length - 1]!.t + 100) : []),
+          ],
+        });
+      }
+    }
+    for (const [group, members] of this.groups()) {
+      const seen = new Map<string, { inc: Incarnation; d: Deliver }[]>();
+      for (const inc of members) for (const d of inc.deliver) if (d.qos === 2) seen.set(d.msg, [...(seen.get(d.msg) ?? []), { inc, d }]);
+      for (const [key, ds] of seen) {
+        const sessions = new Set(ds.map((x) => x.inc));
+        if (sessions.size < 2) continue; // one session twice is reported above
+        this.problems.push({
+          kind: 'duplicate',
+          summary: `${group}: QoS 2 message ${key} delivered to ${sessions.size} members`,
+          details: ds.map((x) => `  ${x.inc.client.spec.name} #${x.inc.n} at ${this.rel(x.d.t)} on connection ${x.d.conn}`),
+        });
+      }
+    }
+  }
+
+  /** Shared groups (the whole `$share/g/filter`) and the incarnations that ever subscribed to each. */
+  private groups(): Map<string, Incarnation[]> {
+    const groups = new Map<string, Incarnation[]>();
+    for (const inc of this.incarnations)
+      for (const iv of inc.maybe) {
+        if (parseFilter(iv.filter).share === undefined) continue;
+        const list = groups.get(iv.filter) ?? [];
+        if (!list.includes(inc)) list.push(inc);
+        groups.set(iv.filter, list);
+      }
+    return groups;
+  }
+
+  /** Drops the broker reported for a client since `since`. */
+  private drops(clientId: string, since: number): number {
+    const dropOldest = this.run.schedule.settings.QoS0DropOldest === true;
+    return this.run.broker.filter(
+      (e: BrokerEvent) =>
+        e.clientId === clientId && e.eventTime >= since - 1000 && (DROP_TYPES.has(e.type) || (dropOldest && e.type === 'qos0Dropped')),
+    ).length;
+  }
+
+  /** Invariants 1 and 4. */
+  private checkRequired(): void {
+    const acked = [...this.messages.values()].filter((m) => m.ackAt !== undefined && m.qos > 0);
+    for (const inc of this.incarnations) {
+      if (!inc.survives) continue;
+      const name = inc.client.spec.name;
+      const delivered = new Set(inc.deliver.map((d) => d.msg));
+      const missing: { m: Message; iv: Interval }[] = [];
+      const required: Message[] = [];
+      for (const m of acked) {
+        const cover = inc.sure.find(
+          (iv) =>
+            parseFilter(iv.filter).share === undefined &&
+            iv.qos >= 1 &&
+            topicMatches(iv.filter, m.topic) &&
+            iv.start < m.sentAt &&
+            iv.end > m.ackAt! &&
+            !(iv.noLocal && m.publisher === name),
+        );
+        if (cover === undefined) continue;
+        this.stats.required++;
+        required.push(m);
+        if (!delivered.has(m.key)) missing.push({ m, iv: cover });
+      }
+      const allowance = this.drops(inc.client.spec.clientId, inc.start);
+      this.stats.dropsReported += allowance;
+      this.report(missing, allowance, [inc], `${name} #${inc.n}`);
+      this.checkStalled(inc, required);
+    }
+    for (const [group, members] of this.groups()) {
+      const filter = parseFilter(group).filter;
+      const delivered = new Set(members.flatMap((inc) => inc.deliver.map((d) => d.msg)));
+      const missing: { m: Message; iv: Interval; inc: Incarnation }[] = [];
+      for (const m of acked) {
+        if (!topicMatches(filter, m.topic)) continue;
+        let cover: { iv: Interval; inc: Incarnation } | undefined;
+        let excused = false;
+        for (const inc of members) {
+          for (const iv of inc.maybe)
+            if (iv.filter === group && iv.start <= m.ackAt! && iv.end >= m.sentAt && (!inc.survives || !inc.client.spec.persistent))
+              excused = true;
+          const sure = inc.sure.find((iv) => iv.filter === group && iv.qos >= 1 && iv.start < m.sentAt && iv.end > m.ackAt!);
+          if (sure !== undefined && inc.survives) cover ??= { iv: sure, inc };
+        }
+        if (cover === undefined || excused) continue;
+        this.stats.required++;
+        if (!delivered.has(m.key)) missing.push({ m, ...cover });
+      }
+      const allowance = members.reduce((n, inc) => n + this.drops(inc.client.spec.clientId, inc.start), 0);
+      this.report(missing, allowance, members, `group ${group}`);
+    }
+  }
+
+  /**
+   * Liveness: a session connected (and reading) through the whole settle got no required message
+   * it was owed from before the settle only after its reconnect in the drain.
+   */
+  private checkStalled(inc: Incarnation, required: readonly Message[]): void {
+    const { settleStart, drainStart } = this.run;
+    if (!(settleStart > 0 && drainStart > settleStart)) return;
+    const span = inc.online.find((o) => o.from <= settleStart && o.leave >= drainStart);
+    if (span === undefined) return;
+    const first = new Map<string, Deliver>();
+    for (const d of inc.deliver) if (!first.has(d.msg)) first.set(d.msg, d);
+    const late = required.filter((m) => m.ackAt! < settleStart && (first.get(m.key)?.t ?? -Infinity) >= drainStart);
+    if (late.length === 0) return;
+    const m = late[0]!;
+    const d = first.get(m.key)!;
+    this.problems.push({
+      kind: 'stalled',
+      summary:
+        `${inc.client.spec.name} #${inc.n}: ${late.length} acknowledged message(s) it was owed reached it only after its reconnect in the drain, ` +
+        `although connection ${span.conn} stayed open through ${(drainStart - settleStart).toFixed(0)} ms of settle without a fault ` +
+        `(e.g. ${late
+          .slice(0, MAX_LISTED)
+          .map((x) => x.key)
+          .join(', ')})`,
+      details: [
+        this.describeMessage(m),
+        this.describeSession(inc),
+        `  settle ${this.rel(settleStart)} .. ${this.rel(drainStart)}; ${m.key} delivered at ${this.rel(d.t)} on connection ${d.conn}`,
+        ...this.around(inc, m.sentAt - 300, m.ackAt! + 300, m),
+        ...this.around(inc, settleStart - 500, drainStart + 500),
+      ],
+    });
+  }
+
+  private report(
+    missing: { m: Message; iv: Interval; inc?: Incarnation }[],
+    allowance: number,
+    sessions: Incarnation[],
+    who: string,
+  ): void {
+    if (missing.length === 0) return;
+    if (missing.length <= allowance) {
+      this.stats.excusedByDrops += missing.length;
+      return;
+    }
+    this.outstanding += missing.length - allowance;
+    const first = missing.slice(0, MAX_LISTED);
+    const details: string[] = [];
+    for (const { m, iv, inc } of first) {
+      const session = inc ?? sessions[0]!;
+      details.push(
+        this.describeMessage(m),
+        `  expected by ${session.client.spec.name} #${session.n} through ${iv.filter} (granted QoS ${iv.qos}, SUBACK at ${this.rel(iv.start)}${iv.end !== Infinity ? `, UNSUBSCRIBE at ${this.rel(iv.end)}` : ''})`,
+        ...this.around(session, m.sentAt - 300, (m.ackAt ?? m.sentAt) + 300, m),
+      );
+    }
+    for (const s of sessions) details.push(this.describeSession(s));
+    const last = missing[missing.length - 1]!.m;
+    this.problems.push({
+      kind: 'lost',
+      summary:
+        `${who}: ${missing.length} acknowledged QoS 1/2 message(s) never delivered` +
+        (allowance > 0 ? ` (the broker reported ${allowance} drop(s) for it)` : ' (no drop reported)') +
+        `, e.g. ${first.map((x) => x.m.key).join(', ')}${missing.length > MAX_LISTED ? ` … ${last.key}` : ''}`,
+      details,
+    });
+  }
+}
+
+function splitKey(key: string): [string, number] {
+  const i = key.lastIndexOf(':');
+  return [key.slice(0, i), Number(key.slice(i + 1))];
+}
+
+export function describeEvent(e: ClientEvent): string {
+  switch (e.type) {
+    case 'connect':
+      return `c${e.conn} CONNECT${e.clean ? ' clean' : ''}`;
+    case 'connack':
+      return `c${e.conn} CONNACK 0x${e.reason.toString(16)} session present ${e.sessionPresent ? 1 : 0}`;
+    case 'connect-failed':
+      return `c${e.conn} connect failed: ${e.error}`;
+    case 'subscribe':
+      return `c${e.conn} SUBSCRIBE ${e.subs.map((s) => `${s.filter} q${s.qos}`).join(', ')}`;
+    case 'suback':
+      return `c${e.conn} SUBACK ${e.granted.map((g) => `0x${g.toString(16)}`).join(',')}`;
+    case 'unsubscribe':
+      return `c${e.conn} UNSUBSCRIBE ${e.filters.join(', ')}`;
+    case 'unsuback':
+      return `c${e.conn} UNSUBACK ${e.reasons.map((g) => `0x${g.toString(16)}`).join(',')}`;
+    case 'publish':
+      return `c${e.conn} PUBLISH ${e.msg} q${e.qos} id ${e.packetId}`;
+    case 'ack':
+      return `c${e.conn} ${e.packet.toUpperCase()} ${e.msg} 0x${e.reason.toString(16)}`;
+    case 'recv':
+      return `c${e.conn} got PUBLISH ${e.msg} q${e.qos}${e.dup ? ' DUP' : ''} id ${e.packetId}`;
+    case 'deliver':
+      return `c${e.conn} delivered ${e.msg} q${e.qos}`;
+    case 'fault':
+      return `c${e.conn} ${e.fault}`;
+    case 'server-disconnect':
+      return `c${e.conn} DISCONNECT from the broker 0x${e.reason.toString(16)}`;
+    case 'close':
+      return `c${e.conn} closed`;
+    case 'error':
+      return `c${e.conn} error: ${e.message}`;
+  }
+}

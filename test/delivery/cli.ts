@@ -1,0 +1,82 @@
+import { randomInt } from 'node:crypto';
+import { parseSeed } from './corpus';
+import type { StorageKind } from './model';
+import { Campaign, formatFigures } from './runner';
+
+/**
+ * `npm run check:delivery -- [--minutes N] [--seed S | S:I] [--storage level|memory|both] [--corpus-only] [--strict]`:
+ * replays the corpus, then runs generated schedules for N minutes (default 5) with seed S (default
+ * random), both storages side by side, and prints the figures. Exits 1 when a problem was found.
+ * `--strict`: the known deviations (docs/delivery-checker.md) count as problems too.
+ */
+
+interface Args {
+  minutes: number;
+  seed?: { seed: number; index?: number };
+  storages: StorageKind[];
+  corpusOnly: boolean;
+  strict: boolean;
+}
+
+const USAGE = 'usage: check:delivery [--minutes N] [--seed S | S:I] [--storage level|memory|both] [--corpus-only] [--strict]';
+
+function parseArgs(argv: readonly string[]): Args {
+  const args: Args = { minutes: 5, storages: ['level', 'memory'], corpusOnly: false, strict: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value\n${USAGE}`);
+      return v;
+    };
+    if (a === '--minutes') {
+      args.minutes = Number(value());
+      if (!(args.minutes > 0)) throw new Error(`--minutes must be a positive number\n${USAGE}`);
+    } else if (a === '--seed') args.seed = parseSeed(value(), '--seed');
+    else if (a === '--storage') {
+      const s = value();
+      if (s === 'both') args.storages = ['level', 'memory'];
+      else if (s === 'level' || s === 'memory') args.storages = [s];
+      else throw new Error(`--storage must be level, memory or both\n${USAGE}`);
+    } else if (a === '--corpus-only') args.corpusOnly = true;
+    else if (a === '--strict') args.strict = true;
+    else if (a === '--help' || a === '-h') {
+      console.log(USAGE);
+      process.exit(0);
+    } else throw new Error(`unknown argument ${a}\n${USAGE}`);
+  }
+  return args;
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  const args = parseArgs(argv);
+  const seed = args.seed?.seed ?? randomInt(2 ** 32);
+  const log = (line: string): void => console.log(line);
+  const campaign = new Campaign({ storages: args.storages, writeCorpus: true, log, strict: args.strict });
+  let stopping = false;
+  const stop = (): void => {
+    if (stopping) process.exit(130);
+    stopping = true;
+    console.log('\ninterrupted: stopping the brokers');
+    void campaign.close().then(() => {
+      console.log(formatFigures(campaign.figures));
+      process.exit(130);
+    });
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  const failures: string[] = [];
+  try {
+    const corpus = campaign.corpus();
+    console.log(
+      `delivery checker: ${corpus.length} corpus schedule(s), then ${args.corpusOnly ? 'nothing more' : args.seed?.index !== undefined ? `schedule ${seed}:${args.seed.index}` : `${args.minutes} min with seed ${seed} (--seed ${seed} replays it)`} on ${args.storages.join(' and ')} storage`,
+    );
+    failures.push(...(await campaign.replayCorpus(corpus)));
+    if (!args.corpusOnly) failures.push(...(await campaign.runSeed(seed, args.minutes * 60, args.seed?.index, 20)));
+  } finally {
+    await campaign.close();
+  }
+  for (const f of failures) console.log(`\n${f}`);
+  console.log(`\n${formatFigures(campaign.figures)}`);
+  return campaign.figures.problems === 0 ? 0 : 1;
+}

@@ -1,0 +1,250 @@
+/**
+ * The delivery checker's data: schedules (what to run), the records clients and the broker leave
+ * (what happened) and the problems the checker finds. Everything here is plain JSON, so a
+ * schedule and its problems can be written to the corpus and read back.
+ */
+
+export type QoS = 0 | 1 | 2;
+/** MQTT protocol level: 4 = 3.1.1, 5 = 5.0. */
+export type Version = 4 | 5;
+export type StorageKind = 'level' | 'memory';
+
+/** One subscription a client asks for. `filter` may start with `$share/<g>/` or `$oshare/<g>/`. */
+export interface SubSpec {
+  readonly filter: string;
+  readonly qos: QoS;
+  /** v5 No Local. */
+  readonly noLocal: boolean;
+}
+
+/** How a client publishes. Each message's topic and QoS are drawn in order from `seed`. */
+export interface PublishSpec {
+  readonly topics: readonly string[];
+  /** QoS choices (repeat one to weigh it). */
+  readonly qos: readonly QoS[];
+  /** Most QoS 1/2 messages unacknowledged at once. */
+  readonly window: number;
+  /** Pause after each publish, milliseconds (0: the next event-loop turn). */
+  readonly pauseMs: number;
+  readonly seed: number;
+}
+
+export interface ClientSpec {
+  /** Short and unique in the schedule: p0 (publisher), s1 (subscriber), g0m1 (group member), n0 (no-local). */
+  readonly name: string;
+  readonly clientId: string;
+  /** Index of the target node it connects to (0 for the single-node target). */
+  readonly node: number;
+  readonly version: Version;
+  /** v5 clean start 0 with a Session Expiry Interval above 0; v3.1.1 clean session 0. */
+  readonly persistent: boolean;
+  /** v5 persistent: the Session Expiry Interval asked for, seconds; otherwise 0. */
+  readonly expirySeconds: number;
+  /** v5 Receive Maximum (absent: the client's default). */
+  readonly receiveMaximum?: number;
+  readonly subscriptions: readonly SubSpec[];
+  readonly publish?: PublishSpec;
+}
+
+/** Something a client does at `at` ms after the start of the fault phase. */
+export type ClientAction =
+  | { readonly at: number; readonly client: string; readonly kind: 'disconnect' | 'drop'; readonly offMs: number }
+  | { readonly at: number; readonly client: string; readonly kind: 'takeover' }
+  /** Leave (DISCONNECT or a dropped socket) and come back after `offMs`, close to the session's expiry. */
+  | { readonly at: number; readonly client: string; readonly kind: 'expire'; readonly how: 'disconnect' | 'drop'; readonly offMs: number }
+  /** Stop reading and acknowledging for `forMs`. */
+  | { readonly at: number; readonly client: string; readonly kind: 'slow'; readonly forMs: number }
+  | { readonly at: number; readonly client: string; readonly kind: 'unsubscribe'; readonly filter: string }
+  | { readonly at: number; readonly client: string; readonly kind: 'subscribe'; readonly sub: SubSpec };
+
+/** A fault of a broker node. */
+export type NodeAction =
+  /** SIGKILL, `downMs` down, then started again on the same data directory (durable storage only). */
+  | { readonly at: number; readonly kind: 'kill'; readonly node: number; readonly downMs: number }
+  /** Every storage write fails for `forMs`. */
+  | { readonly at: number; readonly kind: 'storage-fail'; readonly node: number; readonly forMs: number };
+
+export interface Schedule {
+  readonly seed: number;
+  readonly index: number;
+  readonly storage: StorageKind;
+  /** Every client logs in as `<tenant>/<name>`: one tenant per schedule. */
+  readonly tenant: string;
+  /** Per-tenant settings for the settings-file plugin (SessionInboxSize, QoS0DropOldest). */
+  readonly settings: Readonly<Record<string, number | boolean>>;
+  /** Length of the fault phase, ms. */
+  readonly durationMs: number;
+  readonly topics: readonly string[];
+  readonly clients: readonly ClientSpec[];
+  readonly actions: readonly ClientAction[];
+  readonly nodeActions: readonly NodeAction[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records
+
+/** What one client saw and did; `t` is ms since the epoch (Date.now()), `conn` numbers its connections from 1. */
+export type ClientEvent =
+  | { readonly t: number; readonly conn: number; readonly type: 'connect'; readonly clean: boolean }
+  | { readonly t: number; readonly conn: number; readonly type: 'connack'; readonly sessionPresent: boolean; readonly reason: number }
+  | { readonly t: number; readonly conn: number; readonly type: 'connect-failed'; readonly error: string }
+  | { readonly t: number; readonly conn: number; readonly type: 'subscribe'; readonly op: number; readonly subs: readonly SubSpec[] }
+  | { readonly t: number; readonly conn: number; readonly type: 'suback'; readonly op: number; readonly granted: readonly number[] }
+  | { readonly t: number; readonly conn: number; readonly type: 'unsubscribe'; readonly op: number; readonly filters: readonly string[] }
+  | { readonly t: number; readonly conn: number; readonly type: 'unsuback'; readonly op: number; readonly reasons: readonly number[] }
+  /** A PUBLISH this client sent (`msg` from its payload). */
+  | {
+      readonly t: number;
+      readonly conn: number;
+      readonly type: 'publish';
+      readonly msg: string;
+      readonly topic: string;
+      readonly qos: QoS;
+      readonly packetId: number;
+    }
+  /** PUBACK (QoS 1) or PUBREC (QoS 2) for one of this client's PUBLISH. */
+  | {
+      readonly t: number;
+      readonly conn: number;
+      readonly type: 'ack';
+      readonly msg: string;
+      readonly packet: 'puback' | 'pubrec';
+      readonly reason: number;
+    }
+  /** A PUBLISH packet the broker sent to this client. */
+  | {
+      readonly t: number;
+      readonly conn: number;
+      readonly type: 'recv';
+      readonly msg: string;
+      readonly topic: string;
+      readonly qos: QoS;
+      readonly dup: boolean;
+      readonly packetId: number;
+    }
+  /** The client library handed a message to the application (QoS 2: at PUBREL). */
+  | { readonly t: number; readonly conn: number; readonly type: 'deliver'; readonly msg: string; readonly topic: string; readonly qos: QoS }
+  /** A fault or phase the driver acted out (disconnect, drop, takeover, expire, slow, fast, drain...). */
+  | { readonly t: number; readonly conn: number; readonly type: 'fault'; readonly fault: string }
+  /** A DISCONNECT from the broker (v5). */
+  | { readonly t: number; readonly conn: number; readonly type: 'server-disconnect'; readonly reason: number }
+  | { readonly t: number; readonly conn: number; readonly type: 'close' }
+  | { readonly t: number; readonly conn: number; readonly type: 'error'; readonly message: string };
+
+export interface ClientRecord {
+  readonly spec: ClientSpec;
+  readonly events: ClientEvent[];
+}
+
+/** A fault of a node as the runner carried it out. */
+export interface NodeEvent {
+  readonly t: number;
+  readonly node: number;
+  readonly type: 'kill' | 'restart' | 'storage-fail' | 'storage-ok';
+}
+
+/** An event line of @bifro/plugin-events-log (only the fields the checker uses). */
+export interface BrokerEvent {
+  readonly node: number;
+  readonly type: string;
+  readonly tenantId?: string;
+  readonly clientId?: string;
+  readonly eventTime: number;
+  readonly topic?: string;
+  readonly reason?: string;
+}
+
+/** Everything a run of one schedule left behind. */
+export interface RunRecord {
+  readonly schedule: Schedule;
+  /** Start of the fault phase (t of the schedule's `at` 0). */
+  readonly t0: number;
+  /** End of the fault phase: no new fault, publishers stop. */
+  readonly faultEnd: number;
+  /** Faults cleared and publishers stopped: connected clients keep their connections until the drain. */
+  readonly settleStart: number;
+  /** Every persistent client reconnects from here on. */
+  readonly drainStart: number;
+  readonly end: number;
+  readonly clients: readonly ClientRecord[];
+  readonly nodes: readonly NodeEvent[];
+  readonly broker: readonly BrokerEvent[];
+}
+
+/** One thing the checker found wrong, with the lines that explain it. */
+export interface Problem {
+  readonly kind:
+    | 'lost'
+    | 'order'
+    | 'duplicate'
+    | 'after-unsubscribe'
+    | 'before-session'
+    | 'no-local'
+    | 'wrong-qos'
+    | 'wrong-topic'
+    | 'session-lost'
+    | 'session-outlived'
+    | 'session-present'
+    | 'drain'
+    | 'stalled'
+    | 'broker';
+  /** One line: what is wrong. */
+  readonly summary: string;
+  /** What the clients saw around it. */
+  readonly details: readonly string[];
+  /**
+   * Set when the problem is a known deviation of the broker (the name of it, see
+   * docs/delivery-checker.md § Known deviations): reported and counted, but not a failure unless
+   * the run is strict.
+   */
+  readonly known?: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Payloads and topics
+
+/** The identity of a message, carried as its payload: `<tenant>|<publisher>|<seq>|<topic>|<qos>`. */
+export interface MsgId {
+  readonly publisher: string;
+  readonly seq: number;
+  readonly topic: string;
+  readonly qos: QoS;
+}
+
+export function encodePayload(tenant: string, m: MsgId): string {
+  return `${tenant}|${m.publisher}|${m.seq}|${m.topic}|${m.qos}`;
+}
+
+/** The key of a message in records: `<publisher>:<seq>`. */
+export function msgKey(m: Pick<MsgId, 'publisher' | 'seq'>): string {
+  return `${m.publisher}:${m.seq}`;
+}
+
+export function decodePayload(payload: string): (MsgId & { tenant: string }) | undefined {
+  const parts = payload.split('|');
+  if (parts.length !== 5) return undefined;
+  const seq = Number(parts[2]);
+  const qos = Number(parts[4]);
+  if (!Number.isInteger(seq) || (qos !== 0 && qos !== 1 && qos !== 2)) return undefined;
+  return { tenant: parts[0]!, publisher: parts[1]!, seq, topic: parts[3]!, qos };
+}
+
+/** A filter without its `$share/<g>/` or `$oshare/<g>/` prefix, and the kind of share. */
+export function parseFilter(filter: string): { share?: '$share' | '$oshare'; group?: string; filter: string } {
+  const m = /^(\$share|\$oshare)\/([^/]+)\/(.*)$/.exec(filter);
+  if (m === null) return { filter };
+  return { share: m[1] as '$share' | '$oshare', group: m[2]!, filter: m[3]! };
+}
+
+/** MQTT topic matching (`+` one level, `#` the rest including the parent; `$` topics not matched by a leading wildcard). */
+export function topicMatches(filter: string, topic: string): boolean {
+  const f = parseFilter(filter).filter.split('/');
+  const t = topic.split('/');
+  if (topic.startsWith('$') && (f[0] === '+' || f[0] === '#')) return false;
+  for (let i = 0; i < f.length; i++) {
+    if (f[i] === '#') return true;
+    if (i >= t.length) return false;
+    if (f[i] !== '+' && f[i] !== t[i]) return false;
+  }
+  return f.length === t.length;
+}

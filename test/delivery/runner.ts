@@ -1,0 +1,380 @@
+import { checkRun, type CheckResult, type CheckStats } from './checker';
+import { ClientDriver } from './client-driver';
+import { now, sleep } from './clock';
+import { readCorpus, reproduceCommand, writeCorpusEntry, type CorpusEntry } from './corpus';
+import type { NodeAction, NodeEvent, Problem, RunRecord, Schedule, StorageKind } from './model';
+import { generateSchedule, summarize } from './schedule';
+import { SingleNodeTarget, type Target } from './target';
+
+/**
+ * Runs schedules against a target and checks them: the setup (connect, subscribe), the fault
+ * phase (publishers, client actions and node faults at their times), the settle (faults cleared,
+ * publishers stopped, connected clients stay connected until nothing happens for a second), then
+ * the drain (every persistent client reconnected, until every required message arrived or nothing
+ * new arrived for a while), then the check.
+ */
+
+/** Bounds of the phases around the fault phase. */
+const SETUP_MS = 8000;
+const DRAIN_MAX_MS = 15_000;
+const DRAIN_QUIET_MS = 1500;
+/** The settle before the drain ends after this long without a client event. */
+const SETTLE_QUIET_MS = 1000;
+const SETTLE_MAX_MS = 6000;
+/** A moment after the drain for late duplicates. */
+const LINGER_MS = 300;
+
+export interface ScheduleOutcome {
+  readonly schedule: Schedule;
+  readonly record: RunRecord;
+  readonly result: CheckResult;
+  /** What fails the schedule. */
+  readonly problems: readonly Problem[];
+  /** Known deviations seen (docs/delivery-checker.md); failures too when the run is strict. */
+  readonly known: readonly Problem[];
+  readonly faults: ReadonlyMap<string, number>;
+  readonly wallMs: number;
+}
+
+async function runNodeActions(
+  target: Target,
+  actions: readonly NodeAction[],
+  t0: number,
+  faultEnd: number,
+  log: NodeEvent[],
+): Promise<void> {
+  for (const a of actions) {
+    const wait = t0 + a.at - Date.now();
+    if (wait > 0) await sleep(wait);
+    if (Date.now() >= faultEnd - 100) return;
+    if (a.kind === 'kill') {
+      log.push({ t: now(), node: a.node, type: 'kill' });
+      await target.kill(a.node);
+      await sleep(a.downMs);
+      await target.restart(a.node);
+      log.push({ t: now(), node: a.node, type: 'restart' });
+    } else {
+      log.push({ t: now(), node: a.node, type: 'storage-fail' });
+      await target.setStorageFailure(a.node, true);
+      await sleep(Math.min(a.forMs, faultEnd - Date.now()));
+      await target.setStorageFailure(a.node, false);
+      log.push({ t: now(), node: a.node, type: 'storage-ok' });
+    }
+  }
+}
+
+export async function runSchedule(target: Target, schedule: Schedule, strict = false): Promise<ScheduleOutcome> {
+  const started = Date.now();
+  if (Object.keys(schedule.settings).length > 0) await target.setTenantSettings(schedule.tenant, schedule.settings);
+  const deadline = Date.now() + SETUP_MS + schedule.durationMs + DRAIN_MAX_MS + 10_000;
+  const ctx = { tenant: schedule.tenant, target, deadline };
+  const drivers = schedule.clients.map((spec) => new ClientDriver(spec, ctx));
+  const nodes: NodeEvent[] = [];
+  const extra: Problem[] = [];
+  const record = (t0: number, faultEnd: number, settleStart: number, drainStart: number, end: number): RunRecord => ({
+    schedule,
+    t0,
+    faultEnd,
+    settleStart,
+    drainStart,
+    end,
+    clients: drivers.map((d) => d.record),
+    nodes,
+    broker: target.brokerEvents(schedule.tenant),
+  });
+
+  // Setup: everyone connects and subscribes.
+  const setupUntil = Date.now() + SETUP_MS;
+  const joined = await Promise.all(drivers.map((d) => d.start()));
+  joined.forEach((ok, i) => {
+    if (!ok) extra.push({ kind: 'drain', summary: `${schedule.clients[i]!.name} could not connect at the start`, details: [] });
+  });
+  while (Date.now() < setupUntil && !drivers.every((d) => d.subscribed)) await sleep(20);
+
+  // Fault phase.
+  const t0 = now();
+  const faultEnd = t0 + schedule.durationMs;
+  for (const d of drivers) d.startPublishing();
+  const acting = drivers.map((d) =>
+    d.act(
+      schedule.actions.filter((a) => a.client === d.spec.name),
+      t0,
+      faultEnd,
+    ),
+  );
+  const nodeActing = runNodeActions(target, schedule.nodeActions, t0, faultEnd, nodes);
+  await sleep(faultEnd - now());
+  await Promise.all(drivers.map((d) => d.stopPublishing()));
+  await Promise.all([...acting, nodeActing]);
+
+  // Drain: faults cleared, nodes up, persistent clients back; the others leave.
+  for (let n = 0; n < target.nodeCount; n++) {
+    await target.setStorageFailure(n, false);
+    if (target.port(n) === undefined) {
+      await target.restart(n);
+      nodes.push({ t: now(), node: n, type: 'restart' });
+    }
+  }
+  // Settle: connected clients keep their connections; what the broker holds for them should flow now.
+  const settleStart = now();
+  const settleUntil = Date.now() + SETTLE_MAX_MS;
+  let seen = -1;
+  let still = Date.now();
+  while (Date.now() < settleUntil) {
+    const count = drivers.reduce((n, d) => n + d.record.events.length, 0);
+    if (count !== seen) {
+      seen = count;
+      still = Date.now();
+    } else if (Date.now() - still >= SETTLE_QUIET_MS) break;
+    await sleep(100);
+  }
+  const drainStart = now();
+  await Promise.all(drivers.map((d) => (d.spec.persistent ? d.reconnectForDrain() : d.finish())));
+  const drainUntil = Date.now() + DRAIN_MAX_MS;
+  let delivered = -1;
+  let quietSince = Date.now();
+  for (;;) {
+    const partial = checkRun(record(t0, faultEnd, settleStart, drainStart, now()));
+    if (partial.outstanding === 0 || Date.now() >= drainUntil) break;
+    const count = drivers.reduce((n, d) => n + d.record.events.length, 0);
+    if (count !== delivered) {
+      delivered = count;
+      quietSince = Date.now();
+    } else if (Date.now() - quietSince >= DRAIN_QUIET_MS) break;
+    await sleep(200);
+  }
+  await sleep(LINGER_MS);
+  await Promise.all(drivers.map((d) => d.finish()));
+  const end = now();
+
+  const full = record(t0, faultEnd, settleStart, drainStart, end);
+  const result = checkRun(full);
+  const trouble = target.trouble(started).map((text): Problem => ({ kind: 'broker', summary: text, details: [] }));
+  const faults = new Map<string, number>();
+  for (const d of drivers) for (const [k, n] of d.faults) faults.set(k, (faults.get(k) ?? 0) + n);
+  for (const n of nodes) if (n.type === 'kill' || n.type === 'storage-fail') faults.set(n.type, (faults.get(n.type) ?? 0) + 1);
+  const all = [...extra, ...trouble, ...result.problems];
+  return {
+    schedule,
+    record: full,
+    result,
+    problems: all.filter((p) => strict || p.known === undefined),
+    known: all.filter((p) => p.known !== undefined),
+    faults,
+    wallMs: Date.now() - started,
+  };
+}
+
+/** A readable report of a schedule's problems. */
+export function formatProblems(o: Pick<ScheduleOutcome, 'schedule' | 'problems'>, maxDetails = 60): string {
+  const lines = [
+    `${o.problems.length} problem(s) in schedule ${o.schedule.seed}:${o.schedule.index} (${o.schedule.storage} storage)`,
+    `  replay: ${reproduceCommand(o.schedule)}`,
+    ...summarize(o.schedule).map((l) => `  ${l}`),
+  ];
+  for (const p of o.problems.slice(0, 10)) {
+    lines.push(`- [${p.kind}${p.known !== undefined ? `, known: ${p.known}` : ''}] ${p.summary}`);
+    for (const d of p.details.slice(0, maxDetails)) lines.push(`    ${d}`);
+    if (p.details.length > maxDetails) lines.push(`    ... ${p.details.length - maxDetails} more lines`);
+  }
+  if (o.problems.length > 10) lines.push(`... and ${o.problems.length - 10} more problems`);
+  return lines.join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Campaigns: many schedules, one target per storage, the figures.
+
+export interface Figures {
+  schedules: number;
+  published: number;
+  publishedByQos: [number, number, number];
+  acknowledged: number;
+  refused: number;
+  delivered: number;
+  required: number;
+  excusedByDrops: number;
+  dropsReported: number;
+  faults: Map<string, number>;
+  problems: number;
+  /** Known deviations seen, by name. */
+  known: Map<string, number>;
+  failedSchedules: string[];
+  started: number;
+}
+
+export function emptyFigures(): Figures {
+  return {
+    schedules: 0,
+    published: 0,
+    publishedByQos: [0, 0, 0],
+    acknowledged: 0,
+    refused: 0,
+    delivered: 0,
+    required: 0,
+    excusedByDrops: 0,
+    dropsReported: 0,
+    faults: new Map(),
+    problems: 0,
+    known: new Map(),
+    failedSchedules: [],
+    started: Date.now(),
+  };
+}
+
+function addStats(f: Figures, s: CheckStats): void {
+  f.published += s.published;
+  for (const q of [0, 1, 2] as const) f.publishedByQos[q] += s.publishedByQos[q];
+  f.acknowledged += s.acknowledged;
+  f.refused += s.refused;
+  f.delivered += s.delivered;
+  f.required += s.required;
+  f.excusedByDrops += s.excusedByDrops;
+  f.dropsReported += s.dropsReported;
+}
+
+export function formatFigures(f: Figures): string {
+  const faults = [...f.faults].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ${n}`);
+  return [
+    `schedules run: ${f.schedules}`,
+    `messages published: ${f.published} (QoS 0 ${f.publishedByQos[0]}, QoS 1 ${f.publishedByQos[1]}, QoS 2 ${f.publishedByQos[2]})`,
+    `QoS 1/2 acknowledged: ${f.acknowledged}, refused: ${f.refused}`,
+    `deliveries to applications: ${f.delivered}`,
+    `required deliveries checked: ${f.required} (missing within reported drops: ${f.excusedByDrops}; drops reported: ${f.dropsReported})`,
+    `faults injected: ${faults.join(', ') || 'none'}`,
+    `known deviations seen (not failures): ${[...f.known].map(([k, n]) => `${k} ×${n}`).join(', ') || 'none'}`,
+    `problems found: ${f.problems}${f.failedSchedules.length > 0 ? ` in ${f.failedSchedules.join(', ')}` : ''}`,
+    `wall time: ${((Date.now() - f.started) / 1000).toFixed(1)} s`,
+  ].join('\n');
+}
+
+export interface CampaignOptions {
+  readonly storages: readonly StorageKind[];
+  /** Write failing generated schedules to the corpus. */
+  readonly writeCorpus: boolean;
+  readonly corpusDir?: string;
+  readonly log: (line: string) => void;
+  /** A target is replaced by a fresh one after this many schedules (its data and logs grow). */
+  readonly recycleAfter?: number;
+  /** Known deviations fail too. */
+  readonly strict?: boolean;
+  /** Called with every schedule's outcome. */
+  readonly onOutcome?: (o: ScheduleOutcome) => void;
+}
+
+/** One target per storage, used by schedules one at a time. */
+class Lane {
+  private target: SingleNodeTarget | undefined;
+  private used = 0;
+  private dirty = false;
+
+  constructor(
+    readonly storage: StorageKind,
+    private readonly recycleAfter: number,
+    private readonly log: (line: string) => void,
+    private readonly strict: boolean,
+  ) {}
+
+  async run(schedule: Schedule): Promise<ScheduleOutcome> {
+    if (this.target !== undefined && this.used >= this.recycleAfter) await this.close();
+    if (this.target === undefined) {
+      this.target = new SingleNodeTarget(this.storage);
+      await this.target.start();
+      this.used = 0;
+    }
+    this.used++;
+    const outcome = await runSchedule(this.target, schedule, this.strict);
+    this.target.forget(schedule.tenant);
+    if (outcome.problems.length > 0) {
+      this.dirty = true;
+      this.log(`broker log of ${this.storage}: ${this.target.logFile} (kept)`);
+    }
+    return outcome;
+  }
+
+  async close(): Promise<void> {
+    const t = this.target;
+    this.target = undefined;
+    await t?.stop(this.dirty);
+    this.dirty = false;
+  }
+}
+
+export class Campaign {
+  readonly figures = emptyFigures();
+  private readonly lanes = new Map<StorageKind, Lane>();
+
+  constructor(private readonly opts: CampaignOptions) {
+    for (const s of opts.storages) this.lanes.set(s, new Lane(s, opts.recycleAfter ?? 25, opts.log, opts.strict === true));
+  }
+
+  private lane(storage: StorageKind): Lane {
+    let lane = this.lanes.get(storage);
+    if (lane === undefined)
+      this.lanes.set(storage, (lane = new Lane(storage, this.opts.recycleAfter ?? 25, this.opts.log, this.opts.strict === true)));
+    return lane;
+  }
+
+  private account(o: ScheduleOutcome): void {
+    this.opts.onOutcome?.(o);
+    const f = this.figures;
+    f.schedules++;
+    addStats(f, o.result.stats);
+    for (const [k, n] of o.faults) f.faults.set(k, (f.faults.get(k) ?? 0) + n);
+    f.problems += o.problems.length;
+    for (const p of o.known) f.known.set(p.known!, (f.known.get(p.known!) ?? 0) + 1);
+    if (o.problems.length > 0) f.failedSchedules.push(`${o.schedule.storage} ${o.schedule.seed}:${o.schedule.index}`);
+  }
+
+  /** Replays corpus entries; returns the reports of those that fail again. */
+  async replayCorpus(entries: readonly { file: string; entry: CorpusEntry }[]): Promise<string[]> {
+    const failures: string[] = [];
+    for (const { file, entry } of entries) {
+      const o = await this.lane(entry.storage).run(entry.schedule);
+      this.account(o);
+      this.opts.log(`corpus ${file}: ${o.problems.length === 0 ? 'passes' : `${o.problems.length} problem(s)`}`);
+      if (o.problems.length > 0) failures.push(`${file}\n${formatProblems(o)}`);
+    }
+    return failures;
+  }
+
+  /** The corpus files of this campaign's storages. */
+  corpus(): { file: string; entry: CorpusEntry }[] {
+    return readCorpus(this.opts.corpusDir).filter((e) => this.lanes.has(e.entry.storage));
+  }
+
+  /**
+   * Generated schedules of `seed` for `seconds` (each storage's lane in parallel), or the one
+   * schedule `only`. Returns the reports of failing schedules.
+   */
+  async runSeed(seed: number, seconds: number, only?: number, maxFailures = 3): Promise<string[]> {
+    const failures: string[] = [];
+    const until = Date.now() + seconds * 1000;
+    await Promise.all(
+      [...this.lanes.values()].map(async (lane) => {
+        for (let index = only ?? 0; ; index++) {
+          if (only !== undefined ? index > only : Date.now() >= until) return;
+          if (failures.length >= maxFailures) return;
+          const schedule = generateSchedule(seed, index, lane.storage);
+          const o = await lane.run(schedule);
+          this.account(o);
+          const s = o.result.stats;
+          this.opts.log(
+            `${lane.storage} ${seed}:${index}: ${s.published} published, ${s.acknowledged} acknowledged, ${s.delivered} delivered, ` +
+              `${s.required} required, faults ${[...o.faults].map(([k, n]) => `${k}×${n}`).join(' ') || 'none'}, ` +
+              `${o.problems.length} problem(s)${o.known.length > 0 ? ` (+${o.known.length} known)` : ''}, ${(o.wallMs / 1000).toFixed(1)} s`,
+          );
+          if (o.problems.length > 0) {
+            const file =
+              this.opts.writeCorpus && only === undefined ? writeCorpusEntry(schedule, o.problems, this.opts.corpusDir) : '(not written)';
+            failures.push(`${formatProblems(o)}\n  corpus: ${file}`);
+          }
+        }
+      }),
+    );
+    return failures;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.lanes.values()].map((l) => l.close()));
+  }
+}
