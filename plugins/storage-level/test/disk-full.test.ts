@@ -1,6 +1,5 @@
 import { join } from 'node:path';
-import type { PluginLogger } from '@bifro/spi';
-import { numberedInboxMessage, sampleSession } from '@bifro/spi/testing';
+import { numberedInboxMessage, sampleSession, testPluginContext } from '@bifro/spi/testing';
 import { LevelStorage } from '../src';
 import { mountSmallDisk, type SmallDisk } from '../../../test/support/small-disk';
 
@@ -23,12 +22,7 @@ afterAll(async () => {
 });
 
 it('refuses writes while the disk is full, says why, and writes again once space is freed', async () => {
-  const logged: { level: string; msg: string; fields?: Readonly<Record<string, unknown>> }[] = [];
-  const at =
-    (level: string) =>
-    (msg: string, fields?: Readonly<Record<string, unknown>>): void =>
-      void logged.push({ level, msg, fields });
-  const logger: PluginLogger = { trace: at('trace'), debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+  const { logger, logged } = testPluginContext();
   storage = new LevelStorage({ path: join(disk.dir, 'db'), logger });
   await storage.init();
   await storage.sessions.put(sampleSession('t1', 'c1'));

@@ -4,39 +4,19 @@ import { SPI_VERSION, type InboxMessage } from '@bifro/spi';
 import { numberedInboxMessage, numberedInboxMessages, plainMessage, sampleSession, testPluginContext } from '@bifro/spi/testing';
 import { Level } from 'level';
 import { satisfies } from 'semver';
-import plugin, { LevelStorage, STORAGE_ERRORS, resolveOptions } from '../src';
+import plugin, { LevelStorage, STORAGE_ERRORS, resolveOptions, type LevelStorageOptions } from '../src';
+import { closeOpened, forgetOpened, openStorage as open, rejection } from './storages';
 import { removeTempDirs, tempDir } from './temp-dirs';
 
 const ROOMY = { maxSize: 1_000_000, dropOldest: false } as const;
 
-/** Storages opened by a test, closed after it. */
-const open: LevelStorage[] = [];
-
-async function openStorage(
-  path = tempDir('db'),
-  options: Partial<ConstructorParameters<typeof LevelStorage>[0]> = {},
-): Promise<LevelStorage> {
-  const storage = new LevelStorage({ path, ...options });
-  await storage.init();
-  open.push(storage);
-  return storage;
+/** A level storage in a new temp directory (or at `path`), closed after the test. */
+function openStorage(path = tempDir('db'), options: Partial<LevelStorageOptions> = {}): Promise<LevelStorage> {
+  return open(path, options);
 }
 
-afterEach(async () => {
-  for (const s of open.splice(0)) await s.close();
-});
+afterEach(closeOpened);
 afterAll(removeTempDirs);
-
-/** The error `promise` rejects with. */
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof Error) return err;
-    throw new Error(`rejected with a non-Error: ${String(err)}`);
-  }
-  throw new Error('expected a rejection');
-}
 
 /** Writes raw keys into a level database at `path` (as another program, or an older/newer version, would). */
 async function writeRaw(path: string, entries: ReadonlyArray<readonly [string, string]>): Promise<void> {
@@ -134,7 +114,7 @@ describe('level storage: data directory errors', () => {
   it('writes the format marker into a new database and refuses an unknown marker with BIFRO_STORAGE_VERSION', async () => {
     const path = tempDir('db');
     await (await openStorage(path)).close();
-    open.length = 0;
+    forgetOpened();
     const raw = new Level<string, string>(path);
     await raw.open();
     expect(await raw.get('meta!format')).toBe('1');
@@ -163,7 +143,7 @@ describe('level storage: data directory errors', () => {
     const storage = await openStorage(path);
     await storage.sessions.put(sampleSession('t1', 'c1'));
     await storage.close();
-    open.length = 0;
+    forgetOpened();
     const manifest = readdirSync(path).find((f) => f.startsWith('MANIFEST-'));
     if (manifest === undefined) throw new Error('no MANIFEST file');
     writeFileSync(join(path, manifest), Buffer.alloc(200, 0xab));
@@ -185,7 +165,7 @@ describe('level storage: data directory errors', () => {
     const storage = await openStorage(path);
     await storage.sessions.put(sampleSession('t1', 'c1'));
     await storage.close();
-    open.length = 0;
+    forgetOpened();
     writeFileSync(join(path, 'CURRENT'), 'MANIFEST-999999\n');
     expect((await rejection(new LevelStorage({ path }).init())).message).toMatch(/^BIFRO_STORAGE_CORRUPT: .*cannot be read/);
     rmSync(join(path, 'CURRENT'));
@@ -287,7 +267,7 @@ describe('level storage: group commit', () => {
     const deleted = await Promise.all(['x/1', 'x/1', 'x/2'].map((t) => storage.retained.delete('t1', t)));
     expect(deleted).toEqual([true, false, true]);
     await storage.close();
-    open.length = 0;
+    forgetOpened();
     const reopened = await openStorage(storage.path);
     expect((await reopened.retained.totals('t1')).topics).toBe(8);
   });
@@ -348,7 +328,7 @@ describe('level storage: sessions without records cost no range read', () => {
     await storage.inbox.append('t1', 'c1', numberedInboxMessages(1, 5), ROOMY);
     await storage.inbox.commit('t1', 'c1', 2);
     await storage.close();
-    open.length = 0;
+    forgetOpened();
     const reopened = await openStorage(path);
     expect(await reopened.inbox.count('t1', 'c1')).toBe(3);
     expect((await reopened.inbox.read('t1', 'c1', 0, 2)).map((e) => e.seq)).toEqual([3, 4]);
@@ -372,7 +352,7 @@ describe('level storage: sessions without records cost no range read', () => {
     await storage.inflight.put('t1', 'd', recs(1, 2));
     await storage.inflight.remove('t1', 'd', [1, 2]);
     await storage.close();
-    open.length = 0;
+    forgetOpened();
     const reopened = await openStorage(path);
     expect((await reopened.inflight.list('t1', 'a')).map((r) => r.packetId)).toEqual(recs(1, 2500).map((r) => r.packetId));
     expect((await reopened.inflight.list('t1', 'b')).map((r) => r.packetId)).toEqual([10, 11, 12]);
@@ -418,7 +398,7 @@ describe('level storage: keys', () => {
     await storage.inbox.append('t1', 'c1', numberedInboxMessages(1, 3), ROOMY);
     await storage.inbox.commit('t1', 'c1', 3);
     await storage.close();
-    open.length = 0;
+    forgetOpened();
     const reopened = await openStorage(path);
     await reopened.inflight.put('t1', 'c1', [rec(7), rec(5)]);
     expect((await reopened.inflight.list('t1', 'c1')).map((r) => r.packetId)).toEqual([5, 6, 7]);

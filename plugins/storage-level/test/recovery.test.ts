@@ -1,10 +1,10 @@
 import { existsSync, readFileSync, readdirSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { PluginLogger } from '@bifro/spi';
 import type { InboxMessage } from '@bifro/spi';
-import { numberedInboxMessage, plainMessage, sampleSession } from '@bifro/spi/testing';
+import { numberedInboxMessage, plainMessage, sampleSession, testPluginContext } from '@bifro/spi/testing';
 import { LevelStorage, checkDatabase, repairDatabase } from '../src';
 import { readWatermark } from '../src/watermark';
+import { closeOpened, forgetOpened, openStorage, rejection } from './storages';
 import { removeTempDirs, tempDir } from './temp-dirs';
 
 /**
@@ -14,43 +14,8 @@ import { removeTempDirs, tempDir } from './temp-dirs';
  */
 
 const ROOMY = { maxSize: 1_000_000, dropOldest: false } as const;
-const open: LevelStorage[] = [];
-
-interface Logged {
-  level: string;
-  msg: string;
-  fields: Readonly<Record<string, unknown>> | undefined;
-}
-
-function recordingLogger(into: Logged[]): PluginLogger {
-  const at =
-    (level: string) =>
-    (msg: string, fields?: Readonly<Record<string, unknown>>): void =>
-      void into.push({ level, msg, fields });
-  return { trace: at('trace'), debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
-
-async function openStorage(path: string, options: Partial<ConstructorParameters<typeof LevelStorage>[0]> = {}): Promise<LevelStorage> {
-  const storage = new LevelStorage({ path, ...options });
-  await storage.init();
-  open.push(storage);
-  return storage;
-}
-
-afterEach(async () => {
-  for (const s of open.splice(0)) await s.close();
-});
+afterEach(closeOpened);
 afterAll(removeTempDirs);
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof Error) return err;
-    throw new Error(`rejected with a non-Error: ${String(err)}`);
-  }
-  throw new Error('expected a rejection');
-}
 
 /** Inbox message `i` with a payload of about `size` bytes of text (compressible, like most payloads). */
 function padded(i: number, size: number): InboxMessage {
@@ -156,8 +121,8 @@ describe('level storage: recovery that would lose acknowledged writes', () => {
     const path = await writtenDatabase(100);
     const wal = walOf(path);
     truncateSync(wal, Math.floor(statSync(wal).size / 2));
-    const logged: Logged[] = [];
-    const s = await openStorage(path, { sync: false, logger: recordingLogger(logged) });
+    const { logger, logged } = testPluginContext();
+    const s = await openStorage(path, { sync: false, logger });
     expect(logged.find((l) => l.level === 'error')?.msg).toBe(
       'level storage lost acknowledged writes at recovery (sync: false allows it after a power loss)',
     );
@@ -179,7 +144,7 @@ describe('level storage: damaged table data met while running', () => {
     await s.close();
     s = await openStorage(path);
     await s.close();
-    open.length = 0;
+    forgetOpened();
     const tables = readdirSync(path)
       .filter((f) => f.endsWith('.ldb'))
       .map((f) => join(path, f))
@@ -188,8 +153,8 @@ describe('level storage: damaged table data met while running', () => {
     for (let i = 0; i < 64; i++) bytes[Math.floor(bytes.length / 3) + i]! ^= 0xff;
     writeFileSync(tables[0]!, bytes);
 
-    const logged: Logged[] = [];
-    s = await openStorage(path, { logger: recordingLogger(logged) });
+    const { logger, logged } = testPluginContext();
+    s = await openStorage(path, { logger });
     expect((await s.inbox.read('t1', 'b', 0, 100)).length).toBe(50);
     const err = await rejection(s.inbox.read('t1', 'a', 0, 1000));
     expect(err.message).toMatch(/^BIFRO_STORAGE_CORRUPT: reading level storage .* met damaged data .*; the storage repairs the database/);
@@ -208,7 +173,7 @@ describe('level storage: damaged table data met while running', () => {
     expect(repaired?.level).toBe('error');
     expect(repaired?.fields?.lost).toEqual({ 'queued messages': 300 - a.length });
     await s.close();
-    open.length = 0;
+    forgetOpened();
     expect((await checkDatabase(path)).healthy).toBe(true);
   });
 });
