@@ -5,11 +5,11 @@ import type { BrokerEvent, ClientEvent, ClientRecord, ClientSpec, Problem, QoS, 
  * The checker, fed synthetic records: a clean run passes, and each kind of broken delivery (a
  * lost message, an out-of-order pair, a QoS 2 duplicate, a delivery after UNSUBACK, to a session
  * that did not exist yet, back to a No Local subscriber, a lost session, a stalled one) is
- * reported. Times are plain numbers: t0 = 0, drain from 1000.
+ * reported. Times are plain numbers: t0 = 0, settle from 1000, drain from 1500.
  */
 
-const SETTLE = 900;
-const DRAIN = 1000;
+const SETTLE = 1000;
+const DRAIN = 1500;
 
 function spec(name: string, over: Partial<ClientSpec> = {}): ClientSpec {
   return { name, clientId: `t-${name}`, node: 0, version: 5, persistent: true, expirySeconds: 600, subscriptions: [], ...over };
@@ -77,7 +77,8 @@ function run(clients: Rec[], broker: BrokerEvent[] = []): RunRecord {
     faultEnd: 800,
     settleStart: SETTLE,
     drainStart: DRAIN,
-    end: 2000,
+    end: 3000,
+    tenant: 't',
     clients: clients.map((c) => c.record),
     nodes: [],
     broker,

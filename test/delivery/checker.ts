@@ -93,6 +93,8 @@ const EXPIRY_LATE_SLACK_MS = 2000;
 const MAX_LISTED = 5;
 /** How long after a client sent a PUBLISH the broker may still be handling it (for the known QoS 0 order deviation). */
 const LIVE_LAG_MS = 200;
+/** A session that received something this close to the drain was not stalled. */
+const STILL_MS = 900;
 
 export function checkRun(run: RunRecord): CheckResult {
   return new Checker(run).check();
@@ -393,10 +395,17 @@ class Checker {
       const firsts = new Set<string>();
       const lastSeq = new Map<string, { seq: number; r: Recv }>();
       const inversions = new Map<string, { m: Message; r: Recv; prev: Message; prevRecv: Recv }[]>();
+      // One problem per kind and session: the first case in detail, and how many there were.
+      const grouped = new Map<string, { p: Problem; n: number }>();
+      const add = (p: Problem): void => {
+        const g = grouped.get(p.kind);
+        if (g === undefined) grouped.set(p.kind, { p, n: 1 });
+        else g.n++;
+      };
       for (const r of inc.recv) {
         const m = this.messages.get(r.msg);
         if (m === undefined) {
-          this.problems.push({
+          add({
             kind: 'wrong-topic',
             summary: `${name}: received a PUBLISH that is no message of this schedule (${r.msg})`,
             details: [this.describeSession(inc), `  ${this.rel(r.t)} on connection ${r.conn}, topic ${r.topic}`],
@@ -404,7 +413,7 @@ class Checker {
           continue;
         }
         if (r.topic !== m.topic)
-          this.problems.push({
+          add({
             kind: 'wrong-topic',
             summary: `${name}: ${m.key} arrived with topic ${r.topic}, published to ${m.topic}`,
             details: [this.describeMessage(m), this.describeSession(inc)],
@@ -414,7 +423,7 @@ class Checker {
         if (possible.length === 0) {
           const ended = inc.maybe.filter((iv) => topicMatches(iv.filter, m.topic) && iv.end < m.sentAt);
           const before = m.sentAt < inc.start;
-          this.problems.push({
+          add({
             kind: before ? 'before-session' : 'after-unsubscribe',
             summary: before
               ? `${name}: session #${inc.n} (started ${this.rel(inc.start)}) received ${m.key}, published at ${this.rel(m.sentAt)} before the session existed`
@@ -430,14 +439,14 @@ class Checker {
           });
         } else {
           if (m.publisher === name && possible.every((iv) => iv.noLocal))
-            this.problems.push({
+            add({
               kind: 'no-local',
               summary: `${name}: received its own ${m.key} through No Local subscription ${possible.map((iv) => iv.filter).join(', ')}`,
               details: [this.describeMessage(m), this.describeSession(inc), `  received at ${this.rel(r.t)} on connection ${r.conn}`],
             });
           const most = Math.min(m.qos, Math.max(...possible.map((iv) => iv.qos)));
           if (r.qos > most)
-            this.problems.push({
+            add({
               kind: 'wrong-qos',
               summary: `${name}: ${m.key} (QoS ${m.qos}) delivered at QoS ${r.qos}, above min(message QoS, granted QoS) = ${most}`,
               details: [this.describeMessage(m), this.describeSession(inc)],
@@ -456,6 +465,8 @@ class Checker {
         }
         if (last === undefined || m.seq > last.seq) lastSeq.set(key, { seq: m.seq, r });
       }
+      for (const { p, n } of grouped.values())
+        this.problems.push(n === 1 ? p : { ...p, summary: `${p.summary} (and ${n - 1} more like it)` });
       for (const list of inversions.values()) this.reportOrder(inc, list);
     }
   }
@@ -500,12 +511,20 @@ class Checker {
     for (const inc of this.incarnations) {
       const counts = new Map<string, Deliver[]>();
       for (const d of inc.deliver) if (d.qos === 2) counts.set(d.msg, [...(counts.get(d.msg) ?? []), d]);
-      for (const [key, ds] of counts) {
-        if (ds.length < 2) continue;
+      const twice = [...counts].filter(([, ds]) => ds.length > 1);
+      if (twice.length > 0) {
+        const [key, ds] = twice[0]!;
         const m = this.messages.get(key);
         this.problems.push({
           kind: 'duplicate',
-          summary: `${inc.client.spec.name}: QoS 2 message ${key} delivered ${ds.length} times to one session`,
+          summary:
+            `${inc.client.spec.name}: QoS 2 message ${key} delivered ${ds.length} times to one session` +
+            (twice.length > 1
+              ? ` (${twice.length} QoS 2 messages more than once: ${twice
+                  .slice(0, 8)
+                  .map(([k]) => k)
+                  .join(', ')}${twice.length > 8 ? ' …' : ''})`
+              : ''),
           details: [
             ...(m ? [this.describeMessage(m)] : []),
             this.describeSession(inc),
@@ -617,6 +636,8 @@ class Checker {
     if (!(settleStart > 0 && drainStart > settleStart)) return;
     const span = inc.online.find((o) => o.from <= settleStart && o.leave >= drainStart);
     if (span === undefined) return;
+    // Still receiving at the end of the settle (a backlog on its way): not stalled.
+    if (inc.recv.some((r) => r.conn === span.conn && r.t >= drainStart - STILL_MS)) return;
     const first = new Map<string, Deliver>();
     for (const d of inc.deliver) if (!first.has(d.msg)) first.set(d.msg, d);
     const late = required.filter((m) => m.ackAt! < settleStart && (first.get(m.key)?.t ?? -Infinity) >= drainStart);
@@ -706,6 +727,8 @@ export function describeEvent(e: ClientEvent): string {
       return `c${e.conn} got PUBLISH ${e.msg} q${e.qos}${e.dup ? ' DUP' : ''} id ${e.packetId}`;
     case 'deliver':
       return `c${e.conn} delivered ${e.msg} q${e.qos}`;
+    case 'pubrel':
+      return `c${e.conn} got PUBREL id ${e.packetId}`;
     case 'fault':
       return `c${e.conn} ${e.fault}`;
     case 'server-disconnect':

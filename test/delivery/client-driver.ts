@@ -396,6 +396,9 @@ export class ClientDriver {
       case 'pubcomp':
         conn.pubIds.delete(p.messageId!);
         return;
+      case 'pubrel':
+        this.push({ t, conn: conn.id, type: 'pubrel', packetId: p.messageId! });
+        return;
       case 'suback':
       case 'unsuback': {
         const op = conn.subOps.get(p.messageId!);

@@ -122,6 +122,8 @@ export type ClientEvent =
       readonly dup: boolean;
       readonly packetId: number;
     }
+  /** A PUBREL from the broker (the release of a QoS 2 message this client received). */
+  | { readonly t: number; readonly conn: number; readonly type: 'pubrel'; readonly packetId: number }
   /** The client library handed a message to the application (QoS 2: at PUBREL). */
   | { readonly t: number; readonly conn: number; readonly type: 'deliver'; readonly msg: string; readonly topic: string; readonly qos: QoS }
   /** A fault or phase the driver acted out (disconnect, drop, takeover, expire, slow, fast, drain...). */
@@ -166,6 +168,8 @@ export interface RunRecord {
   /** Every persistent client reconnects from here on. */
   readonly drainStart: number;
   readonly end: number;
+  /** The tenant the run used: the schedule's, with a suffix of the run. */
+  readonly tenant: string;
   readonly clients: readonly ClientRecord[];
   readonly nodes: readonly NodeEvent[];
   readonly broker: readonly BrokerEvent[];

@@ -63,11 +63,16 @@ async function runNodeActions(
   }
 }
 
+/** Schedules run by this process (it names their tenants). */
+let runs = 0;
+
 export async function runSchedule(target: Target, schedule: Schedule, strict = false): Promise<ScheduleOutcome> {
   const started = Date.now();
-  if (Object.keys(schedule.settings).length > 0) await target.setTenantSettings(schedule.tenant, schedule.settings);
+  // A tenant of its own, also when a schedule runs again on the same broker (a replay).
+  const tenant = `${schedule.tenant}-${(++runs).toString(36)}`;
+  if (Object.keys(schedule.settings).length > 0) await target.setTenantSettings(tenant, schedule.settings);
   const deadline = Date.now() + SETUP_MS + schedule.durationMs + DRAIN_MAX_MS + 10_000;
-  const ctx = { tenant: schedule.tenant, target, deadline };
+  const ctx = { tenant, target, deadline };
   const drivers = schedule.clients.map((spec) => new ClientDriver(spec, ctx));
   const nodes: NodeEvent[] = [];
   const extra: Problem[] = [];
@@ -80,7 +85,8 @@ export async function runSchedule(target: Target, schedule: Schedule, strict = f
     end,
     clients: drivers.map((d) => d.record),
     nodes,
-    broker: target.brokerEvents(schedule.tenant),
+    tenant,
+    broker: target.brokerEvents(tenant),
   });
 
   // Setup: everyone connects and subscribes.
@@ -283,7 +289,7 @@ class Lane {
     }
     this.used++;
     const outcome = await runSchedule(this.target, schedule, this.strict);
-    this.target.forget(schedule.tenant);
+    this.target.forget(outcome.record.tenant);
     if (outcome.problems.length > 0) {
       this.dirty = true;
       this.log(`broker log of ${this.storage}: ${this.target.logFile} (kept)`);
