@@ -476,15 +476,16 @@ class Checker {
     const { m, r, prev, prevRecv } = list[0]!;
     const name = inc.client.spec.name;
     // QoS 0 queued while a persistent session was offline goes out after QoS 0 sent live on its
-    // return: the late message was published before the CONNACK of the connection it arrived on (so
-    // it may have been queued: the session is offline until the broker sends CONNACK), the earlier
-    // arrival after that connection's CONNECT (or just before: the broker may handle a PUBLISH a
-    // little after the client sent it).
+    // return. The earlier arrival came live on its connection: published after that connection's
+    // CONNECT (or just before: the broker may handle a PUBLISH a little after the client sent it);
+    // the late message was published before that connection's CONNACK, so it may have been queued
+    // (the session is offline until the broker sends CONNACK).
     const span = (conn: number): { connect: number; from: number } =>
       inc.online.find((o) => o.conn === conn) ?? { connect: -Infinity, from: -Infinity };
-    const queuedThenLive = (x: { m: Message; r: Recv; prev: Message }): boolean =>
-      x.m.sentAt < span(x.r.conn).from && x.prev.sentAt > span(x.r.conn).connect - LIVE_LAG_MS;
-    const offline = (x: { m: Message; r: Recv }): string => (x.m.sentAt < span(x.r.conn).from ? ' before its CONNACK' : '');
+    const queuedThenLive = (x: { m: Message; prev: Message; prevRecv: Recv }): boolean =>
+      x.m.sentAt < span(x.prevRecv.conn).from && x.prev.sentAt > span(x.prevRecv.conn).connect - LIVE_LAG_MS;
+    const offline = (x: { m: Message; prevRecv: Recv }): string =>
+      x.m.sentAt < span(x.prevRecv.conn).from ? ` before the CONNACK of connection ${x.prevRecv.conn}` : '';
     const known = inc.client.spec.persistent && r.qos === 0 && list.every(queuedThenLive) ? 'qos0-offline-queue-order' : undefined;
     this.problems.push({
       kind: 'order',
@@ -498,7 +499,10 @@ class Checker {
         `  ${prev.key} first received at ${this.rel(prevRecv.t)} on connection ${prevRecv.conn}${prevRecv.dup ? ' (DUP)' : ''}; ${m.key} at ${this.rel(r.t)} on connection ${r.conn}${r.dup ? ' (DUP)' : ''}`,
         `  late ones: ${list
           .slice(0, 12)
-          .map((x) => `${x.m.seq} (sent ${this.rel(x.m.sentAt)}${offline(x)}) after ${x.prev.seq} (sent ${this.rel(x.prev.sentAt)})`)
+          .map(
+            (x) =>
+              `${x.m.seq} (sent ${this.rel(x.m.sentAt)}${offline(x)}) after ${x.prev.seq} (sent ${this.rel(x.prev.sentAt)}, received on connection ${x.prevRecv.conn})`,
+          )
           .join(', ')}${list.length > 12 ? ' …' : ''}`,
         ...this.around(inc, Math.min(prev.sentAt, m.sentAt) - 200, r.t + 100, m),
       ],
@@ -644,6 +648,12 @@ class Checker {
     if (late.length === 0) return;
     const m = late[0]!;
     const d = first.get(m.key)!;
+    // Where the flow stopped on that connection, and the QoS 2 PUBLISH it got but never saw released.
+    const delivered = inc.deliver.filter((x) => x.conn === span.conn);
+    const last = delivered.length > 0 ? delivered[delivered.length - 1]! : undefined;
+    const released = new Set(delivered.map((x) => x.msg));
+    const unreleased = inc.recv.filter((r) => r.conn === span.conn && r.qos === 2 && !released.has(r.msg));
+    const stop = last?.t ?? span.from;
     this.problems.push({
       kind: 'stalled',
       summary:
@@ -657,7 +667,14 @@ class Checker {
         this.describeMessage(m),
         this.describeSession(inc),
         `  settle ${this.rel(settleStart)} .. ${this.rel(drainStart)}; ${m.key} delivered at ${this.rel(d.t)} on connection ${d.conn}`,
-        ...this.around(inc, m.sentAt - 300, m.ackAt! + 300, m),
+        `  connection ${span.conn}: last delivery ${last !== undefined ? `${last.msg} at ${this.rel(last.t)}` : 'none'}, nothing after it for ${(drainStart - stop).toFixed(0)} ms` +
+          (unreleased.length > 0
+            ? `; QoS 2 PUBLISH received there and never released (no PUBREL): ${unreleased
+                .slice(0, 8)
+                .map((r) => `${r.msg} (id ${r.packetId}, ${this.rel(r.t)})`)
+                .join(', ')}`
+            : ''),
+        ...this.around(inc, stop - 300, stop + 300),
         ...this.around(inc, settleStart - 500, drainStart + 500),
       ],
     });

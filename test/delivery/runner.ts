@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { checkRun, type CheckResult, type CheckStats } from './checker';
 import { ClientDriver } from './client-driver';
 import { now, sleep } from './clock';
@@ -16,7 +18,7 @@ import { SingleNodeTarget, type Target } from './target';
 
 /** Bounds of the phases around the fault phase. */
 const SETUP_MS = 8000;
-const DRAIN_MAX_MS = 15_000;
+const DRAIN_MAX_MS = 45_000;
 const DRAIN_QUIET_MS = 1500;
 /** The settle before the drain ends after this long without a client event. */
 const SETTLE_QUIET_MS = 1000;
@@ -292,7 +294,9 @@ class Lane {
     this.target.forget(outcome.record.tenant);
     if (outcome.problems.length > 0) {
       this.dirty = true;
-      this.log(`broker log of ${this.storage}: ${this.target.logFile} (kept)`);
+      const file = path.join(this.target.dir, `${outcome.record.tenant}.json`);
+      writeFileSync(file, JSON.stringify(outcome.record));
+      this.log(`kept for a look: the broker log ${this.target.logFile}, the clients' records ${file}`);
     }
     return outcome;
   }
