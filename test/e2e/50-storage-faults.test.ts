@@ -337,3 +337,43 @@ describe('50 a write-ahead log that lost acknowledged writes: refused at start, 
     expect(got.slice(0, kept)).toEqual(Array.from({ length: kept }, (_, i) => `w${i}`));
   }, 90_000);
 });
+
+describe('50 an ended session whose stored data could not be deleted', () => {
+  let broker: TestBroker;
+  let control: string;
+  beforeAll(async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'bifro-e2e-leftover-'));
+    control = path.join(dir, 'control');
+    writeFileSync(control, 'ok');
+    broker = await startTestBroker(
+      `plugins:\n  storage: { use: "@fixtures/faulty-storage", options: { inner: level, innerOptions: { path: ${JSON.stringify(path.join(dir, 'db'))} }, controlFile: ${JSON.stringify(control)}, pollMs: 5 } }`,
+      { dir },
+    );
+  });
+  afterAll(() => broker.stop());
+
+  it('leaves nothing to a new session with its client id: the delete is done (again) before the new session is stored', async () => {
+    const sub = await connect(broker.port, { clientId: 'lo-sub', clean: false, properties: { sessionExpiryInterval: 5 } });
+    await sub.subscribeAsync('lo/t', { qos: 1 });
+    await sub.endAsync();
+    const pub = await connect(broker.port, { clientId: 'lo-pub' });
+    for (let i = 0; i < 5; i++) expect(await publish(pub, 'lo/t', `old${i}`)).toBe(0);
+    writeFileSync(control, 'fail');
+    await sleep(30);
+    // The session expires while storage writes fail: its delete fails.
+    await broker.clock.advance(6000);
+    await until(() => broker.logs.some((l) => l.what === 'session delete'), 3000, 'the failed delete');
+    writeFileSync(control, 'ok');
+    await sleep(30);
+    const got: string[] = [];
+    const again = await connect(broker.port, { clientId: 'lo-sub', clean: false, properties: { sessionExpiryInterval: 5 } });
+    await again.subscribeAsync('lo/t', { qos: 1 });
+    await again.endAsync();
+    // Queued while it is away: read from its inbox at the reconnect, where old entries would show.
+    expect(await publish(pub, 'lo/t', 'new')).toBe(0);
+    await connect(broker.port, { clientId: 'lo-sub', clean: false, properties: { sessionExpiryInterval: 5 } }, (p) => got.push(p));
+    await until(() => got.length > 0, 3000, 'the new message');
+    await sleep(200);
+    expect(got).toEqual(['new']);
+  });
+});

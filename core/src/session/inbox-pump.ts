@@ -1,14 +1,12 @@
 import type { InflightRecord } from '@bifro/spi';
 import { fromInboxMessage, type PersistedSession, type SessionPersistence } from './session-persistence';
 import type { QueueHost } from './session-queue';
-import type { Delivery, SessionLink } from './session-types';
+import { STORE_RETRY_MS, type Delivery, type SessionLink } from './session-types';
 
 /** Most inbox entries one read takes. */
 const INBOX_READ_BATCH = 256;
 /** Entries the first inbox read of a session takes, before the size of its messages is known. */
 const INBOX_FIRST_READ = 16;
-/** How long after a failed storage call the pump tries again. */
-const PUMP_RETRY_MS = 1000;
 
 /** What the inbox needs of its session. */
 export interface InboxOwner extends PersistedSession {
@@ -22,6 +20,8 @@ export interface InboxOwner extends PersistedSession {
    * its packet id, or undefined when it was discarded as too large for the client [MQTT-3.1.2-25].
    */
   sendFromInbox(d: Delivery, link: SessionLink | undefined, inboxSeq: number): number | undefined;
+  /** Whether the entry read from inbox seq `inboxSeq` is still in flight as `packetId`, in its PUBLISH phase. */
+  inFlight(packetId: number, inboxSeq: number): boolean;
 }
 
 /** The broker services the inbox reports to, on behalf of its session `S`. */
@@ -67,8 +67,14 @@ export class SessionInbox<S extends InboxOwner> {
   private readMax = INBOX_FIRST_READ;
   /** Inbox bytes this process appended (tenant quotas). */
   private bytes = 0;
-  /** A pump again after a failed storage call, while the client stays connected. */
+  /** A pump again after a failed storage call. */
   private retry: NodeJS.Timeout | undefined;
+  /**
+   * Entries moved into flight whose records or inbox commit failed to store: written again before
+   * the next read (only the records of entries still in flight). Until then a restart would read
+   * them from the inbox again.
+   */
+  private unstored: InflightRecord[] | undefined;
 
   constructor(
     private readonly session: S,
@@ -80,9 +86,9 @@ export class SessionInbox<S extends InboxOwner> {
     return this.unread || this.pumping;
   }
 
-  /** Whether a read may find entries: the pump has work when the client's window allows. */
+  /** Whether the pump has work: entries a read may find, or writes of moved entries to store again. */
   get hasUnread(): boolean {
-    return this.unread;
+    return this.unread || this.unstored !== undefined;
   }
 
   /**
@@ -108,6 +114,7 @@ export class SessionInbox<S extends InboxOwner> {
     this.account(-this.bytes);
     this.backlog = 0;
     this.unread = false;
+    this.unstored = undefined;
     this.cursor = 0;
   }
 
@@ -173,6 +180,7 @@ export class SessionInbox<S extends InboxOwner> {
     this.pumping = true;
     this.again = false;
     try {
+      if (this.unstored !== undefined) await this.storeMoved([]);
       for (;;) {
         const link = session.link;
         if (link === undefined || !this.unread || !link.writable()) break;
@@ -219,12 +227,7 @@ export class SessionInbox<S extends InboxOwner> {
         if (moved > 0) {
           // Large messages: fewer per read, so a read holds about one connection bound of them.
           this.readMax = Math.max(1, Math.min(INBOX_READ_BATCH, Math.floor((link.maxQueuedBytes * moved) / Math.max(1, readBytes))));
-          const p = this.host.persistence;
-          const put = records.length > 0 ? p.putInflight(session, records) : undefined;
-          // Storage over the network (a cluster's) writes each store on its own: the records first,
-          // then the commit, so a crash in between leaves a duplicate, never a loss.
-          if (p.storage.shared === true) await put;
-          await Promise.all([put, p.commit(session, this.cursor)]);
+          await this.storeMoved(records);
         } else if (entries.length === 0) {
           // Nothing readable yet: the appends on their way pump again when they land.
           break;
@@ -233,15 +236,37 @@ export class SessionInbox<S extends InboxOwner> {
     } catch (err) {
       this.host.storageFailed(session, 'inbox pump', err);
       // Storage heals (the level storage reopens or repairs itself): the client still connected
-      // gets what waits without having to reconnect.
+      // gets what waits without having to reconnect, and moved entries get stored.
       this.retry ??= setTimeout(() => {
         this.retry = undefined;
-        if (session.link !== undefined) void this.pump();
-      }, PUMP_RETRY_MS).unref();
+        if (session.link !== undefined || this.unstored !== undefined) void this.pump();
+      }, STORE_RETRY_MS).unref();
     } finally {
       this.pumping = false;
     }
     if (this.again) void this.pump();
+  }
+
+  /**
+   * Store the inflight records of entries just moved into flight, and the inbox commit up to the
+   * cursor, issued in the same tick so a backend that groups writes (storage-level) stores them in
+   * one batch; with shared storage the commit waits for the records (a crash in between leaves a
+   * duplicate, never a loss). Records that failed before go with them, those still in flight.
+   */
+  private async storeMoved(records: InflightRecord[]): Promise<void> {
+    const session = this.session;
+    const before = this.unstored;
+    const all = before === undefined ? records : [...before.filter((r) => session.inFlight(r.packetId, r.inboxSeq!)), ...records];
+    this.unstored = undefined;
+    const p = this.host.persistence;
+    try {
+      const put = all.length > 0 ? p.putInflight(session, all) : undefined;
+      if (p.storage.shared === true) await put;
+      await Promise.all([put, p.commit(session, this.cursor)]);
+    } catch (err) {
+      this.unstored = all;
+      throw err;
+    }
   }
 
   /** Inbox bytes this process appended; entries from before a restart are not counted, so it never goes below 0. */

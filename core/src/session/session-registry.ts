@@ -78,6 +78,12 @@ export class SessionRegistry {
   observer: SessionObserver | undefined;
   /** Sessions handed to another node whose routes are kept a moment ({@link forget}). */
   private readonly moving = new Map<string, { session: Session; timer: NodeJS.Timeout }>();
+  /**
+   * Ended sessions whose stored data is being deleted (resolves true), or could not be (false): a
+   * session with the same key that becomes persistent waits for the delete, or repeats it, so it
+   * never inherits the old one's queue.
+   */
+  private readonly deleting = new Map<string, Promise<boolean>>();
 
   constructor(
     private readonly host: SessionRegistryHost,
@@ -209,8 +215,21 @@ export class SessionRegistry {
   async store(session: Session, existing: Session | undefined): Promise<void> {
     // A restored session's state is read back before CONNACK says it is present.
     await session.load();
+    if (!session.stored) await this.deletedBefore(session);
     if (!session.stored && existing !== undefined) await session.persist();
     await this.save(session);
+  }
+
+  /** The stored data of an ended session with this key is gone (deleted again if that failed); throws when it cannot be. */
+  private async deletedBefore(session: Session): Promise<void> {
+    const pending = this.deleting.get(session.key);
+    if (pending === undefined) return;
+    if (!(await pending))
+      await this.host.persistence.deleteSession(session).catch((err: unknown) => {
+        this.host.storageFailed(session, 'session delete', err);
+        throw err;
+      });
+    if (this.deleting.get(session.key) === pending) this.deleting.delete(session.key);
   }
 
   /**
@@ -271,10 +290,24 @@ export class SessionRegistry {
     if (!this.unindex(session)) return;
     if (session.willAt !== 0) this.fireWill(session);
     session.clearState();
-    if (this.unroute(session))
-      this.host.persistence.deleteSession(session).catch((err: unknown) => this.host.storageFailed(session, 'session delete', err));
+    if (this.unroute(session)) this.deleteStored(session);
     this.observer?.ended(session);
     this.host.emit('sessionStopped', session.client, {});
+  }
+
+  private deleteStored(session: Session): void {
+    const key = session.key;
+    const done: Promise<boolean> = this.host.persistence.deleteSession(session).then(
+      () => {
+        if (this.deleting.get(key) === done) this.deleting.delete(key);
+        return true;
+      },
+      (err: unknown) => {
+        this.host.storageFailed(session, 'session delete', err);
+        return false;
+      },
+    );
+    this.deleting.set(key, done);
   }
 
   /** Out of the index, the session count and the timer wheel; false when it was not (or no longer) this registry's. */

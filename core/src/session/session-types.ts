@@ -20,6 +20,9 @@ export interface Delivery {
  * each write holds it and releases or fails it when done. A counter, not a promise per write,
  * keeps the persistent QoS 1 path to one object per message.
  */
+/** How long after a failed storage write a session tries it again. */
+export const STORE_RETRY_MS = 1000;
+
 export interface WriteWaiter {
   hold(): void;
   release(): void;

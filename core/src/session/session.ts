@@ -3,7 +3,7 @@ import type { WheelEntry } from './timer-wheel';
 import { SessionInbox, type InboxHost } from './inbox-pump';
 import { fromInboxMessage, toInboxMessage, type SessionPersistence } from './session-persistence';
 import { SessionQueue, type QueueHost } from './session-queue';
-import type { Delivery, SessionLink, SessionWill, WriteReporter, WriteWaiter } from './session-types';
+import { STORE_RETRY_MS, type Delivery, type SessionLink, type SessionWill, type WriteReporter, type WriteWaiter } from './session-types';
 
 export type { Delivery, DropReason, QueueLimit, SessionLink, SessionWill, WriteWaiter } from './session-types';
 
@@ -21,6 +21,11 @@ export class Inflight {
   resends = 0;
   /** The seq of the inbox entry it was read from; kept in every record of it, the PUBREL phase's too. */
   inboxSeq: number | undefined = undefined;
+  /**
+   * Phase `pubrel` of a persistent session: whether its record is stored. PUBREL goes out only
+   * once it is (`storing`: the write is on its way; `unstored`: it failed and is tried again).
+   */
+  pubrel: 'stored' | 'storing' | 'unstored' = 'stored';
   /**
    * The deferred write of the record: `none` (not deferred), `waiting` (not issued yet), `issued`
    * (handed to storage) or `settled` (no longer needed, or done).
@@ -317,15 +322,38 @@ export class Session implements WheelEntry, WriteReporter {
       this.link?.sendPubrel(packetId);
       return true;
     }
-    // PUBREL only once the new phase is stored: after a crash the next owner resends PUBREL, never
-    // the PUBLISH the client may already have completed (exactly once [MQTT-4.3.3]).
+    this.storePubrel(packetId, entry);
+    return true;
+  }
+
+  /**
+   * PUBREL only once the new phase is stored: after a crash the next owner resends PUBREL, never
+   * the PUBLISH the client may already have completed (exactly once [MQTT-4.3.3]). A failed write
+   * is tried again a second later while the client is connected, and at its next connection;
+   * until then the PUBREL waits (the client's window stays used, nothing is lost).
+   */
+  private storePubrel(packetId: number, entry: Inflight): void {
+    entry.pubrel = 'storing';
     this.host.persistence.putInflight(this, [{ packetId, phase: 'pubrel', inboxSeq: entry.inboxSeq }]).then(
       () => {
+        entry.pubrel = 'stored';
         if (this.inflight.get(packetId) === entry) this.link?.sendPubrel(packetId);
       },
-      (err: unknown) => this.host.storageFailed(this, 'inflight pubrel', err),
+      (err: unknown) => {
+        entry.pubrel = 'unstored';
+        this.host.storageFailed(this, 'inflight pubrel', err);
+        setTimeout(() => {
+          if (this.inflight.get(packetId) === entry && entry.pubrel === 'unstored' && this.link !== undefined)
+            this.storePubrel(packetId, entry);
+        }, STORE_RETRY_MS).unref();
+      },
     );
-    return true;
+  }
+
+  /** PUBREL for an entry in phase `pubrel` (again): at once when its record is stored, else once it is. */
+  private releaseAgain(link: SessionLink, packetId: number, entry: Inflight): void {
+    if (entry.pubrel === 'stored') link.sendPubrel(packetId);
+    else if (entry.pubrel === 'unstored') this.storePubrel(packetId, entry);
   }
 
   /**
@@ -421,7 +449,7 @@ export class Session implements WheelEntry, WriteReporter {
         entry.sentAt = 0;
         entry.resends = 0;
         if (d === undefined) {
-          link.sendPubrel(packetId);
+          this.releaseAgain(link, packetId, entry);
         } else if (d.msg.expired(now)) {
           this.completeLocally(packetId, d, 'expired');
         } else if (!link.sendPublish(d, packetId, true)) {
@@ -497,6 +525,11 @@ export class Session implements WheelEntry, WriteReporter {
     return packetId;
   }
 
+  inFlight(packetId: number, inboxSeq: number): boolean {
+    const entry = this.inflightMap?.get(packetId);
+    return entry !== undefined && entry.inboxSeq === inboxSeq && entry.phase === 'publish';
+  }
+
   private track(packetId: number, entry: Inflight): void {
     this.inflight.set(packetId, entry);
     if (!this.resendWatched && this.link?.v5 === false) this.host.watchResends(this);
@@ -547,7 +580,7 @@ export class Session implements WheelEntry, WriteReporter {
       }
       entry.resends = resends + 1;
       entry.sentAt = scan;
-      if (d === undefined) link.sendPubrel(packetId);
+      if (d === undefined) this.releaseAgain(link, packetId, entry);
       else if (!link.sendPublish(d, packetId, true)) this.completeLocally(packetId, d, 'too-large');
     }
     // Given-up messages free their window slots: what waits behind them goes now.

@@ -1,14 +1,19 @@
 import 'reflect-metadata';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ClientInfo, QoS } from '@bifro/spi';
+import type { ClientInfo, PluginContext, QoS, Storage } from '@bifro/spi';
+import { testPluginContext } from '@bifro/spi/testing';
 import { LevelStorage } from '@bifro/plugin-storage-level';
 import { Message } from '../../src/session/message';
 import { Session, type Inflight, type SessionHost } from '../../src/session/session';
 import { SessionPersistence } from '../../src/session/session-persistence';
 import type { QueueResource } from '../../src/session/session-queue';
 import type { Delivery, DropReason, QueueLimit, SessionLink, WriteWaiter } from '../../src/session/session-types';
+
+/** The storage fixture that fails every write while its control file says `fail` (test/fixtures/plugins/faulty-storage). */
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const FAULTY = require('../../../test/fixtures/plugins/faulty-storage') as { storage: unknown };
 
 /**
  * The Session class on its own: a recording host and link, a clock the test moves, and, for
@@ -661,5 +666,83 @@ describe('MQTT 3 resends (v5 false)', () => {
     s.resendOverdue(2, 1, 0);
     expect(host.drops).toEqual(['a:resends-exhausted']);
     expect(link.sent).toEqual(['a:1', 'b:2']);
+  });
+});
+
+describe('persistent session while storage writes fail (the faulty-storage fixture over level storage)', () => {
+  let faultyDir: string;
+  let control: string;
+  let faulty: Storage;
+  let faultyHost: TestHost;
+
+  beforeAll(async () => {
+    faultyDir = mkdtempSync(join(tmpdir(), 'bifro-session-faulty-'));
+    control = join(faultyDir, 'control');
+    writeFileSync(control, 'ok');
+    const ctx = testPluginContext({
+      options: { inner: 'level', innerOptions: { path: join(faultyDir, 'db') }, controlFile: control, pollMs: 5 },
+    });
+    faulty = await (FAULTY.storage as (c: PluginContext) => Promise<Storage>)(ctx);
+    await faulty.init?.();
+  });
+  afterAll(async () => {
+    await faulty.close?.();
+    rmSync(faultyDir, { recursive: true, force: true });
+  });
+  beforeEach(() => {
+    faultyHost = new TestHost(new SessionPersistence(faulty));
+  });
+
+  async function failing(on: boolean): Promise<void> {
+    writeFileSync(control, on ? 'fail' : 'ok');
+    await new Promise((r) => setTimeout(r, 30));
+  }
+
+  function faultySession(): Session {
+    const clientId = `f${++clients}`;
+    const s = new Session(`${TENANT}/${clientId}`, { ...CLIENT, clientId, protocolVersion: 5 }, 5, 60, faultyHost.clock, faultyHost);
+    s.stored = true;
+    return s;
+  }
+
+  it('sends PUBREL only once the pubrel record is stored: a failed write is tried again, and again at the next connection', async () => {
+    const s = faultySession();
+    const link = new TestLink();
+    s.attach(link);
+    const waiter = new TestWaiter();
+    s.deliver(delivery('q2', 2), waiter);
+    await until(() => waiter.pending === 0, 'the inflight put');
+    await failing(true);
+    s.received(1, false);
+    await until(() => faultyHost.failures.includes('inflight pubrel'), 'the failed pubrel write');
+    expect(link.pubrels).toEqual([]);
+    // A new connection meanwhile gets no PUBREL either while the record cannot be stored.
+    s.detach();
+    const next = new TestLink();
+    s.attach(next);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(next.pubrels).toEqual([]);
+    await failing(false);
+    await until(() => next.pubrels.length > 0, 'the PUBREL once the record is stored', 3000);
+    expect(next.pubrels).toEqual([1]);
+    expect((await new SessionPersistence(faulty).listInflight(s)).map((r) => r.phase)).toEqual(['pubrel']);
+  });
+
+  it('stores again the records and the inbox commit of entries moved into flight while writes failed', async () => {
+    const s = faultySession();
+    s.deliver(delivery('a', 2), new TestWaiter());
+    s.deliver(delivery('b', 2), new TestWaiter());
+    const p = new SessionPersistence(faulty);
+    await until(async () => (await p.count(s)) === 2, 'the inbox appends');
+    await failing(true);
+    const link = new TestLink();
+    s.attach(link);
+    await until(() => faultyHost.failures.includes('inbox pump'), 'the failed writes of the moved entries');
+    expect(link.sent).toEqual(['a:1', 'b:2']);
+    await failing(false);
+    const records = async (): Promise<string[]> => (await p.listInflight(s)).map((r) => `${r.packetId}:${r.phase}:${r.inboxSeq}`);
+    await until(async () => (await records()).length === 2, 'the records, written again', 3000);
+    expect(await records()).toEqual(['1:publish:1', '2:publish:2']);
+    expect(await p.count(s)).toBe(0);
   });
 });
