@@ -242,6 +242,21 @@ describe('the delivery checker', () => {
     expect(r.stats.required).toBe(0);
   });
 
+  it('does not require messages through a filter unsubscribed before its SUBACK arrived', () => {
+    const s = new Rec(spec('s0'));
+    s.connect(0, 1);
+    s.events.push(
+      { t: 10, conn: 1, type: 'subscribe', op: 1, subs: [sub('a', 1)] },
+      { t: 10.2, conn: 1, type: 'unsubscribe', op: 2, filters: ['a'] },
+      { t: 11, conn: 1, type: 'suback', op: 1, granted: [1] },
+      { t: 12, conn: 1, type: 'unsuback', op: 2, reasons: [0] },
+    );
+    s.leave(DRAIN, 1, 'drain').connect(DRAIN + 1, 2, true);
+    const r = checkRun(run([publisher(3), s]));
+    expect(r.problems).toEqual([]);
+    expect(r.stats.required).toBe(0);
+  });
+
   it('reports a message delivered to a session that did not exist when it was published', () => {
     const s = new Rec(spec('s0', { expirySeconds: 1 }));
     s.connect(0, 1)

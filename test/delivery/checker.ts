@@ -208,7 +208,9 @@ class Checker {
     const connectAt = new Map<number, number>();
     const openConns = new Set<number>();
     let lastClose = -Infinity;
-    const ops = new Map<number, { inc: Incarnation; subs: readonly SubSpec[]; filters: readonly string[] }>();
+    const ops = new Map<number, { inc: Incarnation; subs: readonly SubSpec[]; filters: readonly string[]; t: number }>();
+    /** When an UNSUBSCRIBE of a filter was last sent. */
+    const unsubscribed = new Map<string, number>();
     let cur: Incarnation | undefined;
     let drainConnack = false;
     for (const e of c.events) {
@@ -267,7 +269,7 @@ class Checker {
           const inc = connInc.get(e.conn);
           if (inc === undefined) break;
           for (const s of e.subs) inc.maybe.push({ filter: s.filter, qos: s.qos, noLocal: s.noLocal, start: e.t, end: Infinity });
-          ops.set(e.op, { inc, subs: e.subs, filters: e.subs.map((s) => s.filter) });
+          ops.set(e.op, { inc, subs: e.subs, filters: e.subs.map((s) => s.filter), t: e.t });
           break;
         }
         case 'suback': {
@@ -276,6 +278,8 @@ class Checker {
           op.subs.forEach((s, i) => {
             const g = e.granted[i] ?? 0x80;
             if (g >= 0x80) return;
+            // An UNSUBSCRIBE sent after this SUBSCRIBE and before its SUBACK: the subscription may be gone already.
+            if ((unsubscribed.get(s.filter) ?? -Infinity) > op.t) return;
             // The same filter again replaces the subscription.
             for (const iv of op.inc.sure) if (iv.filter === s.filter && iv.end === Infinity) iv.end = e.t;
             op.inc.sure.push({ filter: s.filter, qos: g, noLocal: s.noLocal, start: e.t, end: Infinity });
@@ -286,7 +290,8 @@ class Checker {
           const inc = connInc.get(e.conn);
           if (inc === undefined) break;
           for (const iv of inc.sure) if (e.filters.includes(iv.filter) && iv.end === Infinity) iv.end = e.t;
-          ops.set(e.op, { inc, subs: [], filters: e.filters });
+          for (const f of e.filters) unsubscribed.set(f, e.t);
+          ops.set(e.op, { inc, subs: [], filters: e.filters, t: e.t });
           break;
         }
         case 'unsuback': {

@@ -62,7 +62,12 @@ export type NodeAction =
   /** SIGKILL, `downMs` down, then started again on the same data directory (durable storage only). */
   | { readonly at: number; readonly kind: 'kill'; readonly node: number; readonly downMs: number }
   /** Every storage write fails for `forMs`. */
-  | { readonly at: number; readonly kind: 'storage-fail'; readonly node: number; readonly forMs: number };
+  | { readonly at: number; readonly kind: 'storage-fail'; readonly node: number; readonly forMs: number }
+  /**
+   * Inbox appends are acknowledged and dropped for `forMs`: a broken broker. Never generated; the
+   * self-test of test/e2e/49 uses it to see the checker fail.
+   */
+  | { readonly at: number; readonly kind: 'storage-lose'; readonly node: number; readonly forMs: number };
 
 export interface Schedule {
   readonly seed: number;
@@ -142,7 +147,7 @@ export interface ClientRecord {
 export interface NodeEvent {
   readonly t: number;
   readonly node: number;
-  readonly type: 'kill' | 'restart' | 'storage-fail' | 'storage-ok';
+  readonly type: 'kill' | 'restart' | 'storage-fail' | 'storage-lose' | 'storage-ok';
 }
 
 /** An event line of @bifro/plugin-events-log (only the fields the checker uses). */

@@ -257,7 +257,7 @@ export function summarize(s: Schedule): string[] {
   for (const a of s.actions) lines.push(`  @${a.at} ms ${a.client} ${describeAction(a)}`);
   for (const a of s.nodeActions)
     lines.push(
-      `  @${a.at} ms node ${a.node} ${a.kind === 'kill' ? `kill -9, down ${a.downMs} ms` : `storage writes fail for ${a.forMs} ms`}`,
+      `  @${a.at} ms node ${a.node} ${a.kind === 'kill' ? `kill -9, down ${a.downMs} ms` : a.kind === 'storage-fail' ? `storage writes fail for ${a.forMs} ms` : `inbox appends lost for ${a.forMs} ms`}`,
     );
   return lines;
 }

@@ -5,6 +5,9 @@ import path from 'node:path';
 import { sleep, within } from './clock';
 import type { BrokerEvent, StorageKind } from './model';
 
+/** What the faulty storage does to writes (see test/fixtures/plugins/faulty-storage). */
+export type StorageFault = 'fail' | 'lose';
+
 /**
  * What the checker runs against. A target has nodes (broker processes); a client connects to the
  * node its spec names, and node faults name a node. The single-node target is one broker process;
@@ -25,8 +28,12 @@ export interface Target {
   kill(node: number): Promise<void>;
   /** Starts a killed node again on the same data directory; resolves when it listens. */
   restart(node: number): Promise<void>;
-  /** Every storage write of the node fails (true) or works (false); resolves once the node has seen it. */
-  setStorageFailure(node: number, failing: boolean): Promise<void>;
+  /**
+   * The node's storage writes fail (`fail`), or its inbox appends are acknowledged and dropped
+   * (`lose`: a broken broker, for the checker's self-test), or work (`undefined`); resolves once the
+   * node has seen it.
+   */
+  setStorageFault(node: number, fault: StorageFault | undefined): Promise<void>;
   /** Per-tenant settings (settings-file plugin); resolves once every node has loaded them. */
   setTenantSettings(tenant: string, settings: Readonly<Record<string, number | boolean>>): Promise<void>;
   /** The events-log lines of a tenant, from every node, since the start. */
@@ -247,8 +254,8 @@ export class BrokerNode {
     this.log = undefined;
   }
 
-  async setStorageFailure(failing: boolean): Promise<void> {
-    writeFileSync(this.controlFile, failing ? 'fail\n' : 'ok\n');
+  async setStorageFault(fault: StorageFault | undefined): Promise<void> {
+    writeFileSync(this.controlFile, `${fault ?? 'ok'}\n`);
     // The storage polls the file: after two periods it has seen it.
     await sleep(CONTROL_POLL_MS * 2 + 5);
   }
@@ -334,8 +341,8 @@ export class SingleNodeTarget implements Target {
     return this.nodeAt(node).start();
   }
 
-  setStorageFailure(node: number, failing: boolean): Promise<void> {
-    return this.nodeAt(node).setStorageFailure(failing);
+  setStorageFault(node: number, fault: StorageFault | undefined): Promise<void> {
+    return this.nodeAt(node).setStorageFault(fault);
   }
 
   setTenantSettings(tenant: string, settings: Readonly<Record<string, number | boolean>>): Promise<void> {
