@@ -91,8 +91,6 @@ const LEAVING = new Set(['disconnect', 'drop', 'expire-disconnect', 'expire-drop
 const EXPIRY_EARLY_SLACK_MS = 500;
 const EXPIRY_LATE_SLACK_MS = 2000;
 const MAX_LISTED = 5;
-/** How long after a client sent a PUBLISH the broker may still be handling it (for the known QoS 0 order deviation). */
-const LIVE_LAG_MS = 200;
 /** A session that received something this close to the drain was not stalled. */
 const STILL_MS = 900;
 
@@ -480,18 +478,11 @@ class Checker {
   private reportOrder(inc: Incarnation, list: { m: Message; r: Recv; prev: Message; prevRecv: Recv }[]): void {
     const { m, r, prev, prevRecv } = list[0]!;
     const name = inc.client.spec.name;
-    // QoS 0 queued while a persistent session was offline goes out after QoS 0 sent live on its
-    // return. The earlier arrival came live on its connection: published after that connection's
-    // CONNECT (or just before: the broker may handle a PUBLISH a little after the client sent it);
-    // the late message was published before that connection's CONNACK, so it may have been queued
-    // (the session is offline until the broker sends CONNACK).
-    const span = (conn: number): { connect: number; from: number } =>
-      inc.online.find((o) => o.conn === conn) ?? { connect: -Infinity, from: -Infinity };
-    const queuedThenLive = (x: { m: Message; prev: Message; prevRecv: Recv }): boolean =>
-      x.m.sentAt < span(x.prevRecv.conn).from && x.prev.sentAt > span(x.prevRecv.conn).connect - LIVE_LAG_MS;
+    // Whether the late message was published while the session was offline (before the CONNACK of
+    // the connection the earlier one arrived on): queued, then overtaken.
+    const span = (conn: number): { from: number } => inc.online.find((o) => o.conn === conn) ?? { from: -Infinity };
     const offline = (x: { m: Message; prevRecv: Recv }): string =>
       x.m.sentAt < span(x.prevRecv.conn).from ? ` before the CONNACK of connection ${x.prevRecv.conn}` : '';
-    const known = inc.client.spec.persistent && r.qos === 0 && list.every(queuedThenLive) ? 'qos0-offline-queue-order' : undefined;
     this.problems.push({
       kind: 'order',
       summary:
@@ -511,7 +502,6 @@ class Checker {
           .join(', ')}${list.length > 12 ? ' …' : ''}`,
         ...this.around(inc, Math.min(prev.sentAt, m.sentAt) - 200, r.t + 100, m),
       ],
-      ...(known !== undefined ? { known } : {}),
     });
   }
 

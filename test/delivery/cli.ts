@@ -4,10 +4,9 @@ import type { StorageKind } from './model';
 import { Campaign, formatFigures } from './runner';
 
 /**
- * `npm run check:delivery -- [--minutes N] [--seed S | S:I] [--storage level|memory|both] [--corpus-only] [--strict]`:
+ * `npm run check:delivery -- [--minutes N] [--seed S | S:I] [--storage level|memory|both] [--corpus-only]`:
  * replays the corpus, then runs generated schedules for N minutes (default 5) with seed S (default
  * random), both storages side by side, and prints the figures. Exits 1 when a problem was found.
- * `--strict`: the known deviations (docs/delivery-checker.md) count as problems too.
  */
 
 interface Args {
@@ -15,13 +14,12 @@ interface Args {
   seed?: { seed: number; index?: number };
   storages: StorageKind[];
   corpusOnly: boolean;
-  strict: boolean;
 }
 
-const USAGE = 'usage: check:delivery [--minutes N] [--seed S | S:I] [--storage level|memory|both] [--corpus-only] [--strict]';
+const USAGE = 'usage: check:delivery [--minutes N] [--seed S | S:I] [--storage level|memory|both] [--corpus-only]';
 
 function parseArgs(argv: readonly string[]): Args {
-  const args: Args = { minutes: 5, storages: ['level', 'memory'], corpusOnly: false, strict: false };
+  const args: Args = { minutes: 5, storages: ['level', 'memory'], corpusOnly: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const value = (): string => {
@@ -39,7 +37,6 @@ function parseArgs(argv: readonly string[]): Args {
       else if (s === 'level' || s === 'memory') args.storages = [s];
       else throw new Error(`--storage must be level, memory or both\n${USAGE}`);
     } else if (a === '--corpus-only') args.corpusOnly = true;
-    else if (a === '--strict') args.strict = true;
     else if (a === '--help' || a === '-h') {
       console.log(USAGE);
       process.exit(0);
@@ -52,7 +49,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const args = parseArgs(argv);
   const seed = args.seed?.seed ?? randomInt(2 ** 32);
   const log = (line: string): void => console.log(line);
-  const campaign = new Campaign({ storages: args.storages, writeCorpus: true, log, strict: args.strict });
+  const campaign = new Campaign({ storages: args.storages, writeCorpus: true, log });
   let stopping = false;
   const stop = (): void => {
     if (stopping) process.exit(130);

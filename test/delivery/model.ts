@@ -201,12 +201,6 @@ export interface Problem {
   readonly summary: string;
   /** What the clients saw around it. */
   readonly details: readonly string[];
-  /**
-   * Set when the problem is a known deviation of the broker (the name of it, see
-   * docs/delivery-checker.md § Known deviations): reported and counted, but not a failure unless
-   * the run is strict.
-   */
-  readonly known?: string;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -32,8 +32,6 @@ export interface ScheduleOutcome {
   readonly result: CheckResult;
   /** What fails the schedule. */
   readonly problems: readonly Problem[];
-  /** Known deviations seen (docs/delivery-checker.md); failures too when the run is strict. */
-  readonly known: readonly Problem[];
   readonly faults: ReadonlyMap<string, number>;
   readonly wallMs: number;
 }
@@ -69,7 +67,7 @@ async function runNodeActions(
 /** Schedules run by this process (it names their tenants). */
 let runs = 0;
 
-export async function runSchedule(target: Target, schedule: Schedule, strict = false): Promise<ScheduleOutcome> {
+export async function runSchedule(target: Target, schedule: Schedule): Promise<ScheduleOutcome> {
   const started = Date.now();
   // A tenant of its own, also when a schedule runs again on the same broker (a replay).
   const tenant = `${schedule.tenant}-${(++runs).toString(36)}`;
@@ -168,8 +166,7 @@ export async function runSchedule(target: Target, schedule: Schedule, strict = f
     schedule,
     record: full,
     result,
-    problems: all.filter((p) => strict || p.known === undefined),
-    known: all.filter((p) => p.known !== undefined),
+    problems: all,
     faults,
     wallMs: Date.now() - started,
   };
@@ -183,7 +180,7 @@ export function formatProblems(o: Pick<ScheduleOutcome, 'schedule' | 'problems'>
     ...summarize(o.schedule).map((l) => `  ${l}`),
   ];
   for (const p of o.problems.slice(0, 10)) {
-    lines.push(`- [${p.kind}${p.known !== undefined ? `, known: ${p.known}` : ''}] ${p.summary}`);
+    lines.push(`- [${p.kind}] ${p.summary}`);
     for (const d of p.details.slice(0, maxDetails)) lines.push(`    ${d}`);
     if (p.details.length > maxDetails) lines.push(`    ... ${p.details.length - maxDetails} more lines`);
   }
@@ -206,8 +203,6 @@ export interface Figures {
   dropsReported: number;
   faults: Map<string, number>;
   problems: number;
-  /** Known deviations seen, by name. */
-  known: Map<string, number>;
   failedSchedules: string[];
   started: number;
 }
@@ -225,7 +220,6 @@ export function emptyFigures(): Figures {
     dropsReported: 0,
     faults: new Map(),
     problems: 0,
-    known: new Map(),
     failedSchedules: [],
     started: Date.now(),
   };
@@ -251,7 +245,6 @@ export function formatFigures(f: Figures): string {
     `deliveries to applications: ${f.delivered}`,
     `required deliveries checked: ${f.required} (missing within reported drops: ${f.excusedByDrops}; drops reported: ${f.dropsReported})`,
     `faults injected: ${faults.join(', ') || 'none'}`,
-    `known deviations seen (not failures): ${[...f.known].map(([k, n]) => `${k} ×${n}`).join(', ') || 'none'}`,
     `problems found: ${f.problems}${f.failedSchedules.length > 0 ? ` in ${f.failedSchedules.join(', ')}` : ''}`,
     `wall time: ${((Date.now() - f.started) / 1000).toFixed(1)} s`,
   ].join('\n');
@@ -265,8 +258,6 @@ export interface CampaignOptions {
   readonly log: (line: string) => void;
   /** A target is replaced by a fresh one after this many schedules (its data and logs grow). */
   readonly recycleAfter?: number;
-  /** Known deviations fail too. */
-  readonly strict?: boolean;
   /** Called with every schedule's outcome. */
   readonly onOutcome?: (o: ScheduleOutcome) => void;
 }
@@ -281,7 +272,6 @@ class Lane {
     readonly storage: StorageKind,
     private readonly recycleAfter: number,
     private readonly log: (line: string) => void,
-    private readonly strict: boolean,
   ) {}
 
   /** Runs a schedule on this lane's target; `expectProblems`: a self-test, whose problems keep nothing. */
@@ -293,7 +283,7 @@ class Lane {
       this.used = 0;
     }
     this.used++;
-    const outcome = await runSchedule(this.target, schedule, this.strict);
+    const outcome = await runSchedule(this.target, schedule);
     this.target.forget(outcome.record.tenant);
     if (outcome.problems.length > 0 && !expectProblems) {
       this.dirty = true;
@@ -317,13 +307,12 @@ export class Campaign {
   private readonly lanes = new Map<StorageKind, Lane>();
 
   constructor(private readonly opts: CampaignOptions) {
-    for (const s of opts.storages) this.lanes.set(s, new Lane(s, opts.recycleAfter ?? 25, opts.log, opts.strict === true));
+    for (const s of opts.storages) this.lanes.set(s, new Lane(s, opts.recycleAfter ?? 25, opts.log));
   }
 
   private lane(storage: StorageKind): Lane {
     let lane = this.lanes.get(storage);
-    if (lane === undefined)
-      this.lanes.set(storage, (lane = new Lane(storage, this.opts.recycleAfter ?? 25, this.opts.log, this.opts.strict === true)));
+    if (lane === undefined) this.lanes.set(storage, (lane = new Lane(storage, this.opts.recycleAfter ?? 25, this.opts.log)));
     return lane;
   }
 
@@ -334,7 +323,6 @@ export class Campaign {
     addStats(f, o.result.stats);
     for (const [k, n] of o.faults) f.faults.set(k, (f.faults.get(k) ?? 0) + n);
     f.problems += o.problems.length;
-    for (const p of o.known) f.known.set(p.known!, (f.known.get(p.known!) ?? 0) + 1);
     if (o.problems.length > 0) f.failedSchedules.push(`${o.schedule.storage} ${o.schedule.seed}:${o.schedule.index}`);
   }
 
@@ -379,7 +367,7 @@ export class Campaign {
           this.opts.log(
             `${lane.storage} ${seed}:${index}: ${s.published} published, ${s.acknowledged} acknowledged, ${s.delivered} delivered, ` +
               `${s.required} required, faults ${[...o.faults].map(([k, n]) => `${k}×${n}`).join(' ') || 'none'}, ` +
-              `${o.problems.length} problem(s)${o.known.length > 0 ? ` (+${o.known.length} known)` : ''}, ${(o.wallMs / 1000).toFixed(1)} s`,
+              `${o.problems.length} problem(s), ${(o.wallMs / 1000).toFixed(1)} s`,
           );
           if (o.problems.length > 0) {
             const file =

@@ -256,8 +256,11 @@ export class Session implements WheelEntry, WriteReporter {
       return undefined;
     }
     if (d.qos === 0) {
-      // QoS 0 is not worth a disk write while the client is there: sent, or dropped behind a full socket.
-      if (link === undefined) this.inbox.append(d).catch((err: unknown) => this.host.storageFailed(this, 'inbox append', err));
+      // QoS 0 is not worth a disk write while the client is there: sent, or dropped behind a full
+      // socket. While the inbox still holds what was queued for the client (also QoS 0), it queues
+      // behind it: a publisher's messages on a topic arrive in order [MQTT-4.6.0-5].
+      if (link === undefined || this.inboxState?.waiting === true)
+        this.inbox.append(d).catch((err: unknown) => this.host.storageFailed(this, 'inbox append', err));
       else if (link.writable()) link.sendPublish(d, 0, false);
       else this.host.dropped(this, d, 'queue-full');
       return undefined;

@@ -476,8 +476,14 @@ describe('persistent session over level storage', () => {
     expect(await persistence.count(s)).toBe(1);
     const link = new TestLink();
     s.attach(link);
-    await until(() => link.sent.length === 1, 'the inbox pump');
-    expect(link.sent).toEqual(['q0:0']);
+    // Live QoS 0 while the inbox still holds older messages queues behind them [MQTT-4.6.0-5].
+    s.deliver(delivery('live', 0));
+    await until(() => link.sent.length === 2, 'the inbox pump');
+    expect(link.sent).toEqual(['q0:0', 'live:0']);
+    await until(async () => (await persistence.count(s)) === 0, 'the inbox commit');
+    await new Promise((r) => setTimeout(r, 20));
+    s.deliver(delivery('direct', 0));
+    expect(link.sent).toEqual(['q0:0', 'live:0', 'direct:0']);
     link.open = false;
     s.deliver(delivery('lost', 0));
     expect(host.drops).toEqual(['lost:queue-full']);
