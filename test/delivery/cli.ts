@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import { parseSeed } from './corpus';
+import { parseSeed } from '../support/fuzz';
 import type { StorageKind } from './model';
 import { Campaign, formatFigures } from './runner';
 

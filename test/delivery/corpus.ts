@@ -56,12 +56,3 @@ export function writeCorpusEntry(schedule: Schedule, problems: readonly Problem[
   writeFileSync(file, `${JSON.stringify(entry, null, 2)}\n`);
   return file;
 }
-
-/** `<seed>` or `<seed>:<index>` (decimal or 0x hex). */
-export function parseSeed(value: string | undefined, what: string): { seed: number; index?: number } | undefined {
-  if (value === undefined || value.trim() === '') return undefined;
-  const m = /^\s*(0x[0-9a-f]+|\d+)\s*(?::\s*(\d+))?\s*$/i.exec(value);
-  if (m === null) throw new Error(`${what} must be <seed> or <seed>:<index>, got ${value}`);
-  const seed = Number(m[1]) >>> 0;
-  return m[2] === undefined ? { seed } : { seed, index: Number(m[2]) };
-}

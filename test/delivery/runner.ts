@@ -191,16 +191,8 @@ export function formatProblems(o: Pick<ScheduleOutcome, 'schedule' | 'problems'>
 // ---------------------------------------------------------------------------------------------
 // Campaigns: many schedules, one target per storage, the figures.
 
-export interface Figures {
+export interface Figures extends CheckStats {
   schedules: number;
-  published: number;
-  publishedByQos: [number, number, number];
-  acknowledged: number;
-  refused: number;
-  delivered: number;
-  required: number;
-  excusedByDrops: number;
-  dropsReported: number;
   faults: Map<string, number>;
   problems: number;
   failedSchedules: string[];

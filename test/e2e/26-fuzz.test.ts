@@ -5,7 +5,9 @@ import { ByteConn, PINGREQ, TYPE, describeFrame, type Version } from '../support
 import {
   frameStatus,
   generateCase,
-  parseSeedEnv,
+  describeSeedRuns,
+  parseSeed,
+  seedRuns,
   readCorpus,
   streamOf,
   writeCorpusCase,
@@ -31,29 +33,16 @@ import { startTestBroker, type TestBroker } from '../support/test-broker';
 const BUDGET_S = Number(process.env.BIFRO_FUZZ_SECONDS ?? 45);
 const FIXED_SEED = 0x5eed2026;
 const RANDOM_SEED = randomInt(2 ** 32);
-const ENV = parseSeedEnv(process.env.BIFRO_FUZZ_SEED);
+const ENV = parseSeed(process.env.BIFRO_FUZZ_SEED, 'BIFRO_FUZZ_SEED');
 const PARALLEL = 3;
 /** Failures after which a run stops (each one is already in the corpus). */
 const MAX_FAILURES = 10;
 /** RSS growth allowed over the run (the broker runs in this process). */
 const RSS_GROWTH_LIMIT = 300 * 1024 * 1024;
 
-interface Run {
-  seed: number;
-  seconds: number;
-  only?: number;
-}
-const RUNS: Run[] =
-  ENV !== undefined
-    ? [{ seed: ENV.seed, seconds: ENV.index !== undefined ? 0 : BUDGET_S, ...(ENV.index !== undefined ? { only: ENV.index } : {}) }]
-    : [
-        { seed: FIXED_SEED, seconds: BUDGET_S * 0.4 },
-        { seed: RANDOM_SEED, seconds: BUDGET_S * 0.6 },
-      ];
+const RUNS = seedRuns(ENV, BUDGET_S, FIXED_SEED, RANDOM_SEED);
 // Printed so a CI failure can be reproduced: BIFRO_FUZZ_SEED=<seed> (or <seed>:<index> from the corpus file).
-console.log(
-  `26-fuzz seeds: ${RUNS.map((r) => `${r.seed}${r.only !== undefined ? `:${r.only}` : ''} (${r.seconds.toFixed(0)} s)`).join(', ')}`,
-);
+console.log(`26-fuzz seeds: ${describeSeedRuns(RUNS)}`);
 
 interface StreamResult {
   outcome: 'closed' | 'answered' | 'pending';

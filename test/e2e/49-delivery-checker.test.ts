@@ -1,6 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { checkRun } from '../delivery/checker';
-import { CORPUS_DIR, parseSeed } from '../delivery/corpus';
+import { CORPUS_DIR } from '../delivery/corpus';
+import { describeSeedRuns, parseSeed, seedRuns } from '../support/fuzz';
 import type { ClientEvent, ClientRecord, RunRecord, Schedule, StorageKind } from '../delivery/model';
 import { Campaign, formatFigures, type ScheduleOutcome } from '../delivery/runner';
 
@@ -27,22 +28,9 @@ const ENV = parseSeed(process.env.BIFRO_CHECK_SEED, 'BIFRO_CHECK_SEED');
 const STORAGE = process.env.BIFRO_CHECK_STORAGE;
 const STORAGES: StorageKind[] = STORAGE === 'level' || STORAGE === 'memory' ? [STORAGE] : ['level', 'memory'];
 
-interface Run {
-  seed: number;
-  seconds: number;
-  only?: number;
-}
-const RUNS: Run[] =
-  ENV !== undefined
-    ? [{ seed: ENV.seed, seconds: ENV.index !== undefined ? 0 : BUDGET_S, ...(ENV.index !== undefined ? { only: ENV.index } : {}) }]
-    : [
-        { seed: FIXED_SEED, seconds: BUDGET_S * 0.4 },
-        { seed: RANDOM_SEED, seconds: BUDGET_S * 0.6 },
-      ];
+const RUNS = seedRuns(ENV, BUDGET_S, FIXED_SEED, RANDOM_SEED);
 // Printed so a CI failure can be replayed: BIFRO_CHECK_SEED=<seed> (or <seed>:<index> from the report).
-console.log(
-  `49-delivery-checker seeds: ${RUNS.map((r) => `${r.seed}${r.only !== undefined ? `:${r.only}` : ''} (${r.seconds.toFixed(0)} s)`).join(', ')} on ${STORAGES.join(' and ')} storage`,
-);
+console.log(`49-delivery-checker seeds: ${describeSeedRuns(RUNS)} on ${STORAGES.join(' and ')} storage`);
 
 /** A copy of a run with one client's events changed. */
 function withEvents(run: RunRecord, client: string, change: (events: ClientEvent[]) => ClientEvent[]): RunRecord {

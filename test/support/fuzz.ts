@@ -576,11 +576,44 @@ export function writeCorpusCase(c: FuzzCase, failure: string, extra: string[] = 
   return file;
 }
 
-/** BIFRO_FUZZ_SEED: `seed` (run that seed for the time budget) or `seed:index` (that one case). */
-export function parseSeedEnv(value: string | undefined): { seed: number; index?: number } | undefined {
+/** `<seed>` or `<seed>:<index>` (decimal or 0x hex) from `value` (an environment variable or option called `what`); undefined when empty. */
+export function parseSeed(value: string | undefined, what: string): { seed: number; index?: number } | undefined {
   if (value === undefined || value.trim() === '') return undefined;
   const m = /^\s*(0x[0-9a-f]+|\d+)\s*(?::\s*(\d+))?\s*$/i.exec(value);
-  if (!m) throw new Error(`BIFRO_FUZZ_SEED must be <seed> or <seed>:<index>, got ${value}`);
+  if (m === null) throw new Error(`${what} must be <seed> or <seed>:<index>, got ${value}`);
   const seed = Number(m[1]) >>> 0;
   return m[2] === undefined ? { seed } : { seed, index: Number(m[2]) };
+}
+
+/** One seed's share of a seeded run's time budget; `only`: that one case. */
+export interface SeedRun {
+  readonly seed: number;
+  readonly seconds: number;
+  readonly only?: number;
+}
+
+/**
+ * How a seeded standing defence (the fuzzer, the delivery checker) spends its budget: the seed
+ * given (`env`), all of it, or just case `index`; otherwise 40 % a fixed seed (the same cases in
+ * every run) and 60 % a random one (new cases, printed for a replay).
+ */
+export function seedRuns(
+  env: { seed: number; index?: number } | undefined,
+  budgetSeconds: number,
+  fixedSeed: number,
+  randomSeed: number,
+): SeedRun[] {
+  if (env !== undefined)
+    return [
+      { seed: env.seed, seconds: env.index !== undefined ? 0 : budgetSeconds, ...(env.index !== undefined ? { only: env.index } : {}) },
+    ];
+  return [
+    { seed: fixedSeed, seconds: budgetSeconds * 0.4 },
+    { seed: randomSeed, seconds: budgetSeconds * 0.6 },
+  ];
+}
+
+/** The seeds a run uses, printed at its start: `<seed>[:<index>] (<s> s), …`. */
+export function describeSeedRuns(runs: readonly SeedRun[]): string {
+  return runs.map((r) => `${r.seed}${r.only !== undefined ? `:${r.only}` : ''} (${r.seconds.toFixed(0)} s)`).join(', ');
 }
