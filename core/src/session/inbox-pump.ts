@@ -20,8 +20,12 @@ export interface InboxOwner extends PersistedSession {
    * its packet id, or undefined when it was discarded as too large for the client [MQTT-3.1.2-25].
    */
   sendFromInbox(d: Delivery, link: SessionLink | undefined, inboxSeq: number): number | undefined;
-  /** Whether the entry read from inbox seq `inboxSeq` is still in flight as `packetId`, in its PUBLISH phase. */
-  inFlight(packetId: number, inboxSeq: number): boolean;
+  /**
+   * The record to store again for an entry moved from the inbox whose first write failed: `record`
+   * while its PUBLISH is in flight, its pubrel record once the client sent PUBREC and that phase
+   * is not stored yet, undefined once it completed or its pubrel record is stored.
+   */
+  unstoredRecord(record: InflightRecord): InflightRecord | undefined;
 }
 
 /** The broker services the inbox reports to, on behalf of its session `S`. */
@@ -251,12 +255,18 @@ export class SessionInbox<S extends InboxOwner> {
    * Store the inflight records of entries just moved into flight, and the inbox commit up to the
    * cursor, issued in the same tick so a backend that groups writes (storage-level) stores them in
    * one batch; with shared storage the commit waits for the records (a crash in between leaves a
-   * duplicate, never a loss). Records that failed before go with them, those still in flight.
+   * duplicate, never a loss). Records that failed before go with them, those still in flight (as
+   * their pubrel records once PUBREC came): no commit passes an entry whose record is not stored.
    */
   private async storeMoved(records: InflightRecord[]): Promise<void> {
     const session = this.session;
     const before = this.unstored;
-    const all = before === undefined ? records : [...before.filter((r) => session.inFlight(r.packetId, r.inboxSeq!)), ...records];
+    const again: InflightRecord[] = [];
+    for (const r of before ?? []) {
+      const record = session.unstoredRecord(r);
+      if (record !== undefined) again.push(record);
+    }
+    const all = again.length === 0 ? records : [...again, ...records];
     this.unstored = undefined;
     const p = this.host.persistence;
     try {

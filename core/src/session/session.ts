@@ -528,9 +528,13 @@ export class Session implements WheelEntry, WriteReporter {
     return packetId;
   }
 
-  inFlight(packetId: number, inboxSeq: number): boolean {
-    const entry = this.inflightMap?.get(packetId);
-    return entry !== undefined && entry.inboxSeq === inboxSeq && entry.phase === 'publish';
+  unstoredRecord(record: InflightRecord): InflightRecord | undefined {
+    const entry = this.inflightMap?.get(record.packetId);
+    if (entry === undefined || entry.inboxSeq !== record.inboxSeq) return undefined;
+    if (entry.phase === 'publish') return record;
+    // PUBREC came while the move was unstored: the commit past this entry must carry its pubrel
+    // record, or a crash before storePubrel lands would lose the message.
+    return entry.pubrel === 'stored' ? undefined : { packetId: record.packetId, phase: 'pubrel', inboxSeq: record.inboxSeq };
   }
 
   private track(packetId: number, entry: Inflight): void {

@@ -751,4 +751,25 @@ describe('persistent session while storage writes fail (the faulty-storage fixtu
     expect(await records()).toEqual(['1:publish:1', '2:publish:2']);
     expect(await p.count(s)).toBe(0);
   });
+
+  it('a moved entry that got PUBREC while its record was unstored is committed past only with its pubrel record', async () => {
+    const s = faultySession();
+    s.deliver(delivery('a', 2), new TestWaiter());
+    const p = new SessionPersistence(faulty);
+    await until(async () => (await p.count(s)) === 1, 'the inbox append');
+    await failing(true);
+    const link = new TestLink();
+    s.attach(link);
+    await until(() => faultyHost.failures.includes('inbox pump'), 'the failed writes of the moved entry');
+    s.received(1, false);
+    await until(() => faultyHost.failures.includes('inflight pubrel'), 'the failed pubrel write');
+    // Gone: the pubrel write is not tried again until the next connection; the pump's retry is.
+    s.detach();
+    await failing(false);
+    const records = async (): Promise<string[]> => (await p.listInflight(s)).map((r) => `${r.packetId}:${r.phase}:${r.inboxSeq}`);
+    await until(async () => (await records()).length > 0, 'the record, written with the commit', 3000);
+    // A crash now must find the message: its record in phase pubrel, so the next owner sends PUBREL.
+    expect(await records()).toEqual(['1:pubrel:1']);
+    expect(await p.count(s)).toBe(0);
+  });
 });

@@ -71,9 +71,6 @@ function fromJs(m: JsMsg): ReadMsg {
  * the messages of a filter with a short-lived consumer. Every operation is bounded by
  * `timeoutMs` and fails with an error that says what failed.
  */
-/** Reads of a stream another node is creating at the same moment, 200 ms apart, before giving up. */
-const CREATE_RACE_ATTEMPTS = 25;
-
 export class JetStreamLink {
   private up = true;
   private closing = false;
@@ -203,6 +200,9 @@ export class JetStreamLink {
 
   private async ensureStreamOnce(name: string, subjects: readonly string[], full: Partial<StreamConfig>): Promise<void> {
     const config = { name, subjects };
+    // After a lost race to create it, the other node's stream may take a while to appear (R3: its
+    // Raft group forms first, slower on a busy machine).
+    const raceDeadline = Date.now() + JETSTREAM_READY_WAITS * this.opts.timeoutMs;
     for (let attempt = 0; ; attempt++) {
       try {
         const info = await this.jsm.streams.info(config.name);
@@ -211,8 +211,13 @@ export class JetStreamLink {
           throw new NatsStorageError('BIFRO_STORAGE_NATS_LAYOUT', `stream ${config.name} exists without subject ${missing.join(', ')}`);
         return;
       } catch (err) {
-        // After a lost race to create it, the other node's stream may take a moment to appear (R3: its Raft group forms first).
-        if (!notFound(err) || attempt >= CREATE_RACE_ATTEMPTS) throw err;
+        if (!notFound(err)) throw err;
+        if (attempt > 0 && Date.now() > raceDeadline)
+          throw new NatsStorageError(
+            'BIFRO_STORAGE_NATS_FAILED',
+            `stream ${config.name}: another node was creating it, and it was still not found ${JETSTREAM_READY_WAITS * this.opts.timeoutMs} ms later`,
+            { cause: err },
+          );
         if (attempt > 0) {
           await new Promise((r) => setTimeout(r, 200));
           continue;
