@@ -1,5 +1,6 @@
 import type { Msg, NatsConnection, Subscription } from 'nats';
 import type { Logger } from '../base/logger';
+import { RepeatedWarning } from '../base/repeated-warning';
 import { sameGroup } from '../routing/shared-group';
 import { describeError } from '../base/errors';
 import type { ForwardMessage, ForwardWaiter, GroupRef, LocalGroup, ReceivedMessage } from './cluster-view';
@@ -35,6 +36,9 @@ interface Batch {
 /** Hands received messages to the broker; `done` once it distributed them and what storage must keep is written. */
 export type DeliverReceived = (messages: readonly ReceivedMessage[], done: (failed: boolean) => void) => void;
 
+/** The episode key of malformed frames received (node ids cannot be empty). */
+const MALFORMED = '';
+
 export interface ForwarderOptions {
   readonly nodeId: string;
   readonly routes: RouteTable;
@@ -61,10 +65,17 @@ export class Forwarder {
   private stopped = false;
   private readonly self: PickSelf;
   private readonly alive: (nodeId: string) => boolean;
+  /** One warn line per episode of failed batches to a node, and one per episode of malformed frames. */
+  private readonly warnings: RepeatedWarning;
 
   constructor(private readonly opts: ForwarderOptions) {
     this.self = { id: opts.nodeId, weight: nodeWeight(opts.nodeId) };
     this.alive = (node) => opts.alive(node);
+    this.warnings = new RepeatedWarning(
+      opts.logger,
+      (key) => (key === MALFORMED ? 'malformed forwarded frames' : `forwarding to node ${key}`),
+      opts.clock,
+    );
   }
 
   /** Starts receiving on this node's subject (the client subscribes again by itself after a reconnect). */
@@ -212,7 +223,8 @@ export class Forwarder {
 
   private failed(node: string, b: Batch, count: number, err: unknown): void {
     this.failures += count;
-    this.opts.logger.warn(
+    this.warnings.report(
+      node,
       { node, messages: count, confirmed: b.confirmed, err: describeError(err) },
       `forwarding ${count} message(s) to node ${node} failed${b.waiters.length > 0 ? '; their publishers get no success' : ''}`,
     );
@@ -226,7 +238,8 @@ export class Forwarder {
       messages = decodeFrame(m.data);
     } catch (err) {
       // A hostile or corrupt frame is dropped whole; the sender (if it waits) is told at once.
-      this.opts.logger.warn(
+      this.warnings.report(
+        MALFORMED,
         { bytes: m.data.length, err: err instanceof FrameError ? err.message : describeError(err) },
         'dropped a malformed forwarded frame',
       );
@@ -253,5 +266,6 @@ export class Forwarder {
     this.flushAll();
     this.stopped = true;
     this.sub?.unsubscribe();
+    this.warnings.stop();
   }
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { KV, KvEntry } from 'nats';
 import type { Logger } from '../base/logger';
+import { RepeatedWarning } from '../base/repeated-warning';
 import { describeError } from '../base/errors';
 import { parseSubscription, isSharedFilter } from '../routing/topic';
 import { orderedKey, rendezvousScore, rendezvousWeight } from '../routing/shared-group';
@@ -67,12 +68,15 @@ export class RouteWriter {
   private writing = false;
   private retry: NodeJS.Timeout | undefined;
   private stopped = false;
+  /** One warn line per outage, not one per retry. */
+  private readonly warnings: RepeatedWarning;
 
   constructor(
     private readonly nodeId: string,
     routes: LocalRoutes,
     private readonly logger: Logger,
   ) {
+    this.warnings = new RepeatedWarning(logger, () => `writing routes to ${ROUTES_BUCKET}`);
     for (const [tenant, filter, members] of routes.current()) this.change(tenant, filter, members);
     routes.listen((tenant, filter, members) => this.change(tenant, filter, members));
   }
@@ -111,7 +115,7 @@ export class RouteWriter {
         } catch (err) {
           if (this.stopped) return;
           this.dirty.add(key);
-          this.logger.warn({ err: describeError(err), key }, `cannot write a route to ${ROUTES_BUCKET}; retrying`);
+          this.warnings.report('', { err: describeError(err), key }, `cannot write a route to ${ROUTES_BUCKET}; retrying`);
           this.retry ??= setTimeout(() => {
             this.retry = undefined;
             void this.pump();
@@ -127,6 +131,7 @@ export class RouteWriter {
   stop(): void {
     this.stopped = true;
     if (this.retry !== undefined) clearTimeout(this.retry);
+    this.warnings.stop();
   }
 }
 

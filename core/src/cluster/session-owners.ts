@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { KV, KvEntry, Msg, NatsConnection, Subscription } from 'nats';
 import type { Logger } from '../base/logger';
+import { RepeatedWarning } from '../base/repeated-warning';
 import { describeError } from '../base/errors';
 import type { ClaimOutcome, OwnedState, OwnerEntry, OwnershipHandlers, SessionOwnership } from './cluster-view';
 import { MAX_KEY_CHARS, nodeToken, token } from './routes';
@@ -113,9 +114,12 @@ export class SessionOwners implements SessionOwnership {
   private readonly mine = new Map<string, Owned>();
   private stopped = false;
   private readonly selfToken: string;
+  /** One warn line per outage of the registry, not one per session update. */
+  private readonly updateWarnings: RepeatedWarning;
 
   constructor(private readonly opts: SessionOwnersOptions) {
     this.selfToken = nodeToken(opts.nodeId);
+    this.updateWarnings = new RepeatedWarning(opts.logger, () => `updating sessions in ${SESSIONS_BUCKET}`);
   }
 
   serve(handlers: OwnershipHandlers): void {
@@ -201,7 +205,7 @@ export class SessionOwners implements SessionOwnership {
         own.revision = await kv.update(key, value, own.revision);
       } catch (err) {
         if (!isConflict(err)) {
-          this.opts.logger.warn({ err: describeError(err), clientId }, `cannot update a session in ${SESSIONS_BUCKET}`);
+          this.updateWarnings.report('', { err: describeError(err), clientId }, `cannot update a session in ${SESSIONS_BUCKET}`);
           return;
         }
         // A newer epoch: another node claimed it (this node missed, or was too slow for, the hand-over).
@@ -360,6 +364,7 @@ export class SessionOwners implements SessionOwnership {
     await Promise.race([pending, new Promise((r) => setTimeout(r, ms).unref())]);
     this.stopped = true;
     this.sub?.unsubscribe();
+    this.updateWarnings.stop();
   }
 }
 
