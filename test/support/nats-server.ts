@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,6 +29,8 @@ export interface NatsServer {
   stop(): Promise<void>;
   /** SIGKILL: no shutdown. Resolves once it exited. */
   kill9(): Promise<void>;
+  /** After it exited: the same server again (name, ports, store folder, routes); resolves once it is healthy. */
+  restart(): Promise<void>;
 }
 
 export interface NatsCluster {
@@ -65,6 +67,47 @@ interface Ports {
 }
 
 function launch(name: string, storeDir: string, ports: Ports, cluster?: { readonly routes: readonly number[] }): NatsServer {
+  let run = spawnServer(name, storeDir, ports, cluster);
+  return {
+    name,
+    url: `nats://127.0.0.1:${ports.port}`,
+    port: ports.port,
+    monitorPort: ports.monitorPort,
+    get pid() {
+      return run.child.exitCode === null && run.child.signalCode === null ? run.child.pid : undefined;
+    },
+    args: run.args,
+    output: () => run.out(),
+    async stop() {
+      const { child, exited } = run;
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+      await exited;
+      clearTimeout(timer);
+    },
+    async kill9() {
+      const { child, exited } = run;
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGKILL');
+      await exited;
+    },
+    async restart() {
+      if (run.child.exitCode === null && run.child.signalCode === null) throw new Error(`nats-server ${name} is still running`);
+      run = spawnServer(name, storeDir, ports, cluster);
+      await waitHealthy([this]);
+    },
+  };
+}
+
+interface Run {
+  readonly child: ChildProcess;
+  readonly args: readonly string[];
+  readonly exited: Promise<void>;
+  out(): string;
+}
+
+function spawnServer(name: string, storeDir: string, ports: Ports, cluster?: { readonly routes: readonly number[] }): Run {
   const args = ['-n', name, '-a', '127.0.0.1', '-p', String(ports.port), '-m', String(ports.monitorPort), '-js', '-sd', storeDir];
   if (cluster !== undefined && ports.clusterPort !== undefined)
     args.push(
@@ -81,29 +124,7 @@ function launch(name: string, storeDir: string, ports: Ports, cluster?: { readon
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return {
-    name,
-    url: `nats://127.0.0.1:${ports.port}`,
-    port: ports.port,
-    monitorPort: ports.monitorPort,
-    get pid() {
-      return child.exitCode === null && child.signalCode === null ? child.pid : undefined;
-    },
-    args,
-    output: () => out,
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
-      await exited;
-      clearTimeout(timer);
-    },
-    async kill9() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGKILL');
-      await exited;
-    },
-  };
+  return { child, args, exited, out: () => out };
 }
 
 async function waitHealthy(servers: readonly NatsServer[]): Promise<void> {

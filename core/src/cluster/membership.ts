@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { KV, KvEntry, NatsConnection } from 'nats';
 import type { Logger } from '../base/logger';
 import { describeError } from '../base/errors';
@@ -13,6 +14,11 @@ export const DEAD_AFTER_MS = 10_000;
 const SWEEP_MS = 1000;
 /** Heartbeats failed in a row before it is logged. */
 const PUT_FAILURES_LOGGED = 2;
+/** Sweeps this far apart (monotonic) mean this process did not run meanwhile: paused, stalled. */
+const PAUSE_GAP_MS = 3 * SWEEP_MS;
+
+/** Monotonic milliseconds: liveness never reads the wall clock, which a paused process sees jump and NTP may step. */
+const monotonic = (): number => performance.now();
 
 export interface MembershipOptions {
   readonly nodeId: string;
@@ -58,9 +64,19 @@ function isRecord(v: unknown): v is NodeRecord {
  * Membership: this node's heartbeat in the `bifro_nodes` bucket every 2 s, and a watch of the
  * bucket keeping the live node list. A node is gone when its key is deleted (a clean stop) or
  * when it has not been heard from for 10 s (killed, cut off: the key ages out of the bucket).
+ *
+ * Silence only counts while this node could have heard: from its own first heartbeat that NATS
+ * accepted after it started, after an outage (its own heartbeats failed) or after a pause of this
+ * process (sweeps far apart on the monotonic clock). A NATS restart therefore makes no node
+ * declare the others dead: every node was blind for the same outage, and each gives the others
+ * 10 s from its own recovery to be heard again (docs/cluster.md § Membership).
  */
 export class Membership {
-  private readonly others = new Map<string, { record: NodeRecord; lastSeen: number }>();
+  /** lastSeen: wall clock, for the node list; heardAt: monotonic, for liveness. */
+  private readonly others = new Map<string, { record: NodeRecord; lastSeen: number; heardAt: number }>();
+  /** Monotonic time since when this node could hear the others; undefined while it cannot (no heartbeat accepted yet, or failing). */
+  private observingSince: number | undefined;
+  private lastSweep = monotonic();
   private readonly clock: () => number;
   private kv: KV | undefined;
   private opening = false;
@@ -135,8 +151,11 @@ export class Membership {
       await kv.put(this.opts.nodeId, JSON.stringify(this.record()));
       if (this.putFailures >= PUT_FAILURES_LOGGED) this.opts.logger.info({ node: this.opts.nodeId }, 'heartbeats to NATS resumed');
       this.putFailures = 0;
+      this.observingSince ??= monotonic();
     } catch (err) {
       if (this.stopped) return;
+      // Cut off from NATS, this node cannot tell a silent node from its own deafness.
+      this.observingSince = undefined;
       // Once per outage, and not for a lone timeout: a disconnect is logged by the connection itself.
       if (++this.putFailures === PUT_FAILURES_LOGGED)
         this.opts.logger.warn(
@@ -212,7 +231,7 @@ export class Membership {
     }
     const known = this.others.get(e.key);
     // Seen by this node's clock: the nodes' clocks need not agree.
-    this.others.set(e.key, { record, lastSeen: now });
+    this.others.set(e.key, { record, lastSeen: now, heardAt: monotonic() });
     if (known === undefined || known.record.startedAt !== record.startedAt)
       this.opts.logger.info(
         { node: record.nodeId, listeners: record.listeners, version: record.version, nodes: this.others.size + 1 },
@@ -221,8 +240,18 @@ export class Membership {
   }
 
   private sweepDead(): void {
-    const now = this.clock();
-    for (const [id, n] of this.others) if (now - n.lastSeen > DEAD_AFTER_MS) this.leave(id, 'no heartbeat');
+    const now = monotonic();
+    const gap = now - this.lastSweep;
+    this.lastSweep = now;
+    if (gap > PAUSE_GAP_MS) {
+      // This process did not run: the others' silence meanwhile says nothing about them.
+      this.opts.logger.warn({ pausedMs: Math.round(gap) }, `this node did not run for ${Math.round(gap)} ms (paused or stalled)`);
+      if (this.observingSince !== undefined) this.observingSince = now;
+      return;
+    }
+    const since = this.observingSince;
+    if (since === undefined) return;
+    for (const [id, n] of this.others) if (now - Math.max(n.heardAt, since) > DEAD_AFTER_MS) this.leave(id, 'no heartbeat');
   }
 
   private leave(nodeId: string, why: 'stopped' | 'no heartbeat'): void {
