@@ -192,6 +192,40 @@ describe('cross-node delivery (2 nodes, 1 NATS server)', () => {
     expect((await got.waitFor(1)).map((m) => m.payload.toString())).toEqual(['yes']);
   }, 20_000);
 
+  it('writes a route of B again when someone else deletes it (a node that took B for departed), so B is still reached', async () => {
+    const sub = await client(b, 'heal-sub');
+    const got = collect(sub);
+    await subscribeOnB(sub, 'heal/#', { qos: 1 });
+    const routesOnA = await metric(a, 'cluster_routes');
+    const nc = await natsConnect({ servers: nats.urls[0]! });
+    try {
+      const kv = await nc.jetstream().views.kv('bifro_routes');
+      const mine: string[] = [];
+      for await (const key of await kv.keys('node-b.>')) {
+        const e = await kv.get(key);
+        if (e !== null && (e.json() as { filter: string }).filter === 'heal/#') mine.push(key);
+      }
+      expect(mine).toHaveLength(1);
+      await kv.delete(mine[0]!);
+      expect(await waitUntil(() => b.proc.output().includes('route(s) of this node again: deleted by another node'), 5000)).toBe(true);
+      const deadline = Date.now() + 5000;
+      while ((await kv.get(mine[0]!))?.operation !== 'PUT' && Date.now() < deadline) await sleep(50);
+      expect((await kv.get(mine[0]!))?.operation).toBe('PUT');
+    } finally {
+      await nc.close();
+    }
+    await waitForMetric(a, 'cluster_routes', (v) => v >= routesOnA);
+    expect(await metric(b, 'cluster_routes_mended_total')).toBe(1);
+    // The subscriber there, and one that subscribes afterwards, both get what A publishes.
+    const late = await client(b, 'heal-late');
+    const lateGot = collect(late);
+    await subscribe(late, 'heal/#', { qos: 1 });
+    const pub = await client(a, 'heal-pub');
+    await publish(pub, 'heal/x', 'mended', { qos: 1 });
+    expect((await got.waitFor(1)).map((m) => m.payload.toString())).toEqual(['mended']);
+    expect((await lateGot.waitFor(1)).map((m) => m.payload.toString())).toEqual(['mended']);
+  }, 20_000);
+
   it('fails the QoS 1 publisher when the destination is gone: v5 PUBACK 0x80, v3 disconnected without PUBACK', async () => {
     const sub = await client(b, 'doomed');
     await subscribeOnB(sub, 'doomed/#', { qos: 1 });

@@ -340,6 +340,13 @@ export function brokerRegistry(ctx: ApiContext): { registry: Registry; scrape():
     [],
     (put) => put({}, ctx.nodes.traffic().forwardFailures),
   );
+  metric(
+    'counter',
+    'cluster_routes_mended_total',
+    "This node's routes written again because they were missing from the bucket: deleted by a node that took this one for departed, or found missing by the periodic reconcile.",
+    [],
+    (put) => put({}, ctx.nodes.traffic().routesMended),
+  );
   metric('gauge', 'cluster_routes', 'Routes of other nodes this node knows of, one per (node, tenant, filter).', [], (put) =>
     put({}, ctx.nodes.traffic().routes),
   );

@@ -77,7 +77,7 @@ export interface RunningCluster extends ClusterView {
 
 /** A standalone broker as a one-node view: not connected, itself the only node. */
 export function standaloneView(nodeId: string, record: () => NodeRecord, clock: () => number): ClusterView {
-  const none: ClusterTraffic = { forwarded: 0, received: 0, forwardFailures: 0, routes: 0 };
+  const none: ClusterTraffic = { forwarded: 0, received: 0, forwardFailures: 0, routes: 0, routesMended: 0 };
   return {
     clustered: false,
     nodeId,
@@ -97,6 +97,8 @@ export interface ClusterTraffic {
   readonly forwardFailures: number;
   /** Routes of other live nodes this node knows of: one per (node, tenant, filter). */
   readonly routes: number;
+  /** This node's routes written again because they were missing from the bucket (deleted by another node, or found by the reconcile). */
+  readonly routesMended: number;
 }
 
 /**

@@ -152,6 +152,7 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
           for await (const e of entries) {
             if (stopped || mine !== generation) break;
             table.apply(e);
+            writer.observed(e);
           }
         } catch (err) {
           if (stopped || mine !== generation) return;
@@ -214,6 +215,7 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
       received: forwarder.received,
       forwardFailures: forwarder.failures,
       routes: table.size,
+      routesMended: writer.mended,
     }),
     forward: (tenantId, msg, waiter, groups, here) => forwarder.forward(tenantId, msg, waiter, groups, here),
     sessions: owners,

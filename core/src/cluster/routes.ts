@@ -14,6 +14,10 @@ export const ROUTES_BUCKET = 'bifro_routes';
 export const MAX_KEY_CHARS = 240;
 /** A failed put or delete is tried again after this long. */
 const RETRY_MS = 1000;
+/** How often a node compares its keys in the bucket with the routes it serves, and mends the difference. */
+export const RECONCILE_MS = 30_000;
+/** Deletes of this node's keys seen within this long are mended together. */
+const GATHER_MS = 100;
 
 /** What a key of the bucket stands for (its value, JSON). */
 export interface RouteRecord {
@@ -58,7 +62,10 @@ function isRouteRecord(v: unknown): v is RouteRecord {
 /**
  * This node's routes in the bucket: a put when a (tenant, filter) gets its first local subscriber,
  * a delete when the last one goes. One write at a time, in order, so a put and the delete after
- * it never cross; a failed write is retried, whatever is wanted then.
+ * it never cross; a failed write is retried, whatever is wanted then. The bucket is kept true to
+ * what the node serves whatever others do to it: a key of this node deleted by someone else (a
+ * node that took this one for departed) is written again as soon as the watch shows it, and
+ * every 30 s the node lists its keys and mends any difference (a watch that missed something).
  */
 export class RouteWriter {
   /** key → route, as they should be in the bucket. */
@@ -70,6 +77,13 @@ export class RouteWriter {
   private stopped = false;
   /** One warn line per outage, not one per retry. */
   private readonly warnings: RepeatedWarning;
+  private readonly prefix: string;
+  private reconciler: NodeJS.Timeout | undefined;
+  /** Keys of this node others deleted, written again together. */
+  private readonly deleted = new Set<string>();
+  private gather: NodeJS.Timeout | undefined;
+  /** Routes written again because they were missing from the bucket, since the start. */
+  mended = 0;
 
   constructor(
     private readonly nodeId: string,
@@ -77,6 +91,7 @@ export class RouteWriter {
     private readonly logger: Logger,
   ) {
     this.warnings = new RepeatedWarning(logger, () => `writing routes to ${ROUTES_BUCKET}`);
+    this.prefix = `${nodeToken(nodeId)}.`;
     for (const [tenant, filter, members] of routes.current()) this.change(tenant, filter, members);
     routes.listen((tenant, filter, members) => this.change(tenant, filter, members));
   }
@@ -98,7 +113,55 @@ export class RouteWriter {
     if (leftover.length > 0) this.logger.info({ keys: leftover.length }, `deleted ${leftover.length} routes of this node's previous run`);
     for (const key of this.wanted.keys()) this.dirty.add(key);
     this.kv = kv;
+    this.reconciler ??= setInterval(() => void this.reconcile(), RECONCILE_MS).unref();
     await this.pump();
+  }
+
+  /**
+   * An entry the watch of the bucket delivered: a route of this node deleted by someone else is
+   * written again (the deletes of one purge gathered for 100 ms, so they make one log line).
+   */
+  observed(e: KvEntry): void {
+    if (e.operation === 'PUT' || !e.key.startsWith(this.prefix) || !this.wanted.has(e.key) || this.dirty.has(e.key)) return;
+    this.deleted.add(e.key);
+    this.gather ??= setTimeout(() => {
+      this.gather = undefined;
+      const keys = [...this.deleted].filter((k) => this.wanted.has(k) && !this.dirty.has(k));
+      this.deleted.clear();
+      if (keys.length > 0 && !this.stopped) this.mend(keys, 'deleted by another node');
+    }, GATHER_MS);
+  }
+
+  /** Lists this node's keys in the bucket; writes the routes missing there, deletes the keys it no longer serves. */
+  async reconcile(): Promise<void> {
+    const kv = this.kv;
+    if (kv === undefined || this.stopped) return;
+    const present = new Set<string>();
+    try {
+      for await (const key of await kv.keys(`${this.prefix}>`)) present.add(key);
+    } catch (err) {
+      this.warnings.report(
+        '',
+        { err: describeError(err) },
+        `cannot list this node's routes in ${ROUTES_BUCKET}; trying again in ${RECONCILE_MS / 1000} s`,
+      );
+      return;
+    }
+    const missing = [...this.wanted.keys()].filter((k) => !present.has(k) && !this.dirty.has(k));
+    const stale = [...present].filter((k) => !this.wanted.has(k) && !this.dirty.has(k));
+    for (const key of stale) this.dirty.add(key);
+    if (missing.length > 0) this.mend(missing, 'missing from the bucket');
+    else if (stale.length > 0) void this.pump();
+  }
+
+  private mend(keys: readonly string[], why: string): void {
+    for (const key of keys) this.dirty.add(key);
+    this.mended += keys.length;
+    this.logger.warn(
+      { routes: keys.length, first: this.wanted.get(keys[0]!)?.filter },
+      `writing ${keys.length} route(s) of this node again: ${why}`,
+    );
+    void this.pump();
   }
 
   private async pump(): Promise<void> {
@@ -131,6 +194,8 @@ export class RouteWriter {
   stop(): void {
     this.stopped = true;
     if (this.retry !== undefined) clearTimeout(this.retry);
+    if (this.reconciler !== undefined) clearInterval(this.reconciler);
+    if (this.gather !== undefined) clearTimeout(this.gather);
     this.warnings.stop();
   }
 }
