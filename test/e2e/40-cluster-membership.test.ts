@@ -189,8 +189,17 @@ describe('cluster membership on one NATS server (replicas 1)', () => {
     await waitForNodes(b, (ids) => ids.join() === `${bId},node-a`, 5000);
   }, 45_000);
 
-  it('a node paused for 11 s (SIGSTOP) does not declare the others dead when it resumes', async () => {
+  it('a node paused for 11 s (SIGSTOP) does not declare the others dead when it resumes, and lets go of the sessions adopted meanwhile', async () => {
     await waitForNodes(b, (ids) => ids.length === 2, 8000);
+    // A client of b: a takes b for departed during the pause and adopts its session.
+    const { client } = await connectAsync(b.proc.port, {
+      clientId: 'paused-node-client',
+      protocolVersion: 5,
+      clean: false,
+      properties: { sessionExpiryInterval: 300 },
+      reconnectPeriod: 0,
+    });
+    const disconnect = new Promise<number | undefined>((resolve) => client.once('disconnect', (p) => resolve(p.reasonCode)));
     const bLog = b.proc.output().length;
     process.kill(b.proc.child.pid!, 'SIGSTOP');
     try {
@@ -202,7 +211,13 @@ describe('cluster membership on one NATS server (replicas 1)', () => {
     const after = b.proc.output().slice(bLog);
     expect(after).toMatch(/this node did not run for \d+ ms \(paused or stalled\)/);
     expect(after).not.toContain('node left');
-    // The others saw its heartbeats stop (the paused node's sessions are the lease issue's part); it is back in their lists.
+    expect(a.proc.output()).toMatch(/adopted 1 sessions of node/);
+    // b sees its index key of the session go: it stops serving it and tells the client, at once.
+    const reason = await Promise.race([disconnect, new Promise((r) => setTimeout(() => r('still connected'), 5000))]);
+    client.end(true);
+    expect(reason).toBe(0x8e);
+    expect(b.proc.output().slice(bLog)).toMatch(/a session of this node was adopted by node-a; no longer serving it/);
+    // The others saw its heartbeats stop; it is back in their lists.
     await waitForNodes(a, (ids) => ids.length === 2, 8000);
   }, 40_000);
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { KV, KvEntry, Msg, NatsConnection, Subscription } from 'nats';
+import { KvWatchInclude, type KV, type KvEntry, type Msg, type NatsConnection, type Subscription } from 'nats';
 import type { Logger } from '../base/logger';
 import { RepeatedWarning } from '../base/repeated-warning';
 import { describeError } from '../base/errors';
@@ -80,6 +80,8 @@ interface IndexValue {
 
 /** A session this node owns: the revision of its entry, and the chain its writes go through one at a time. */
 interface Owned {
+  readonly tenantId: string;
+  readonly clientId: string;
   revision: number;
   epoch: number;
   chain: Promise<void>;
@@ -114,6 +116,7 @@ export class SessionOwners implements SessionOwnership {
   private readonly mine = new Map<string, Owned>();
   private stopped = false;
   private readonly selfToken: string;
+  private ownedWatch = 0;
   /** One warn line per outage of the registry, not one per session update. */
   private readonly updateWarnings: RepeatedWarning;
 
@@ -140,6 +143,7 @@ export class SessionOwners implements SessionOwnership {
     this.owned = owned;
     this.sub?.unsubscribe();
     this.sub = nc.subscribe(controlSubject(this.opts.nodeId), { callback: (err, m) => (err === null ? void this.control(m) : undefined) });
+    await this.watchOwned(owned);
     // A restart within the dead-node window: its sessions are still registered to it.
     await this.adoptFrom(this.opts.nodeId, true);
     this.handlers?.attached();
@@ -187,7 +191,7 @@ export class SessionOwners implements SessionOwnership {
         throw err;
       }
       await indexed;
-      this.mine.set(key, { revision, epoch, chain: Promise.resolve(), gone: false });
+      this.mine.set(key, { tenantId, clientId, revision, epoch, chain: Promise.resolve(), gone: false });
       return { previous, handedOver };
     }
     throw new Error(`session ${clientId} is being claimed by another node at the same time`);
@@ -255,6 +259,51 @@ export class SessionOwners implements SessionOwnership {
       this.opts.logger.warn({ node, clientId, err: describeError(err) }, `node ${node} did not hand over session ${clientId} in time`);
       return false;
     }
+  }
+
+  /**
+   * Watches this node's keys in the index: a node that took this one for departed adopts its
+   * sessions and deletes their index keys. A session still served here whose entry now names
+   * another owner (or a later epoch) is let go at once, its client disconnected with 0x8E,
+   * rather than at its next registry write, which may never come while the client stays.
+   */
+  private async watchOwned(owned: KV): Promise<void> {
+    const generation = ++this.ownedWatch;
+    const entries = await owned.watch({ key: `${this.selfToken}.>`, include: KvWatchInclude.UpdatesOnly });
+    void (async () => {
+      try {
+        for await (const e of entries) {
+          if (this.stopped || generation !== this.ownedWatch) break;
+          if (e.operation !== 'PUT') await this.checkStillMine(e.key.slice(this.selfToken.length + 1));
+        }
+      } catch (err) {
+        if (this.stopped || generation !== this.ownedWatch) return;
+        this.opts.logger.warn({ err: describeError(err) }, `the watch of ${OWNED_BUCKET} ended; watching again`);
+        setTimeout(() => void this.watchOwned(owned).catch(() => undefined), 1000).unref();
+      }
+    })();
+  }
+
+  /** After this node's index key of a session went: if another node owns the session now, this one stops serving it. */
+  private async checkStillMine(key: string): Promise<void> {
+    const own = this.mine.get(key);
+    const kv = this.sessions;
+    if (own === undefined || own.gone || kv === undefined) return;
+    let entry: OwnerEntry | undefined;
+    try {
+      entry = entryOf(await kv.get(key));
+    } catch (err) {
+      this.opts.logger.warn({ err: describeError(err), clientId: own.clientId }, `cannot read a session's entry in ${SESSIONS_BUCKET}`);
+      return;
+    }
+    if (entry !== undefined && entry.node === this.opts.nodeId && entry.epoch === own.epoch) return;
+    if (this.mine.get(key) !== own || own.gone) return;
+    this.drop(key);
+    this.opts.logger.warn(
+      { tenantId: own.tenantId, clientId: own.clientId, owner: entry?.node },
+      `a session of this node was adopted by ${entry?.node ?? 'another node'}; no longer serving it`,
+    );
+    this.handlers?.lost(own.tenantId, own.clientId);
   }
 
   /** A hand-over request from a node claiming a session of this one. */
@@ -343,7 +392,7 @@ export class SessionOwners implements SessionOwnership {
           await index.put(`${this.selfToken}.${key}`, JSON.stringify(ids));
           await index.delete(indexKey);
         }
-        this.mine.set(key, { revision, epoch, chain: Promise.resolve(), gone: false });
+        this.mine.set(key, { tenantId: ids.tenant, clientId: ids.client, revision, epoch, chain: Promise.resolve(), gone: false });
         await this.handlers?.adopt({ tenantId: ids.tenant, clientId: ids.client, entry });
         adopted++;
       } catch (err) {
@@ -363,6 +412,7 @@ export class SessionOwners implements SessionOwnership {
     const pending = Promise.all([...this.mine.values()].map((o) => o.chain));
     await Promise.race([pending, new Promise((r) => setTimeout(r, ms).unref())]);
     this.stopped = true;
+    this.ownedWatch++;
     this.sub?.unsubscribe();
     this.updateWarnings.stop();
   }
