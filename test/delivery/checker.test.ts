@@ -226,6 +226,29 @@ describe('the delivery checker', () => {
     expect(r.problems[0]!.summary).toContain('through a, unsubscribed (UNSUBACK at +50.5 ms) before it was published');
   });
 
+  it('keeps a filter subscribed by a SUBSCRIBE sent right after its UNSUBSCRIBE, when both are acknowledged together', () => {
+    // s0 has only `a`; s1 has `a` at QoS 2 and `+` at QoS 1. Each sends UNSUBSCRIBE a, then SUBSCRIBE a
+    // (QoS 2) 0.1 ms later; UNSUBACK and SUBACK come back together: `a` is subscribed again.
+    const again = (r: Rec): void => {
+      r.events.push({ t: 50, conn: 1, type: 'unsubscribe', op: 10, filters: ['a'] });
+      r.events.push({ t: 50.1, conn: 1, type: 'subscribe', op: 11, subs: [sub('a', 2)] });
+      r.events.push({ t: 60, conn: 1, type: 'unsuback', op: 10, reasons: [0] });
+      r.events.push({ t: 60, conn: 1, type: 'suback', op: 11, granted: [2] });
+    };
+    const s0 = new Rec(spec('s0'));
+    s0.connect(0, 1).subscribe(10, 1, [sub('a', 2)]);
+    const s1 = new Rec(spec('s1'));
+    s1.connect(0, 1).subscribe(10, 1, [sub('a', 2), sub('+', 1)]);
+    for (const s of [s0, s1]) {
+      again(s);
+      s.receive(300, 1, 'p0:1', 'a', 2).receive(305, 1, 'p0:2', 'a', 2);
+      s.leave(DRAIN, 1, 'drain').connect(DRAIN + 1, 2, true);
+    }
+    const r = checkRun(run([publisher(2, 2), s0, s1]));
+    expect(r.problems).toEqual([]);
+    expect(r.stats.required).toBe(4);
+  });
+
   it('does not require a message acknowledged after the UNSUBSCRIBE was sent, and allows its delivery', () => {
     const s = new Rec(spec('s0'));
     // p0:1 is sent at 110 and acknowledged at 111; the UNSUBSCRIBE goes out at 110.5.

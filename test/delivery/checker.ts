@@ -41,6 +41,8 @@ interface Interval {
   readonly noLocal: boolean;
   readonly start: number;
   end: number;
+  /** The SUBSCRIBE that opened it (operations are numbered in sending order). */
+  readonly op?: number;
 }
 
 type Recv = Extract<ClientEvent, { type: 'recv' }>;
@@ -266,7 +268,7 @@ class Checker {
         case 'subscribe': {
           const inc = connInc.get(e.conn);
           if (inc === undefined) break;
-          for (const s of e.subs) inc.maybe.push({ filter: s.filter, qos: s.qos, noLocal: s.noLocal, start: e.t, end: Infinity });
+          for (const s of e.subs) inc.maybe.push({ filter: s.filter, qos: s.qos, noLocal: s.noLocal, start: e.t, end: Infinity, op: e.op });
           ops.set(e.op, { inc, subs: e.subs, filters: e.subs.map((s) => s.filter), t: e.t });
           break;
         }
@@ -295,9 +297,12 @@ class Checker {
         case 'unsuback': {
           const op = ops.get(e.op);
           if (op === undefined) break;
-          // A refused UNSUBSCRIBE (0x80 and above) leaves the subscription.
+          // A refused UNSUBSCRIBE (0x80 and above) leaves the subscription. It ends only what was
+          // subscribed before it was sent: the broker handles a connection's packets in order, so a
+          // SUBSCRIBE of the same filter sent after it subscribes again, whenever the acks come.
           const gone = op.filters.filter((_, i) => (e.reasons[i] ?? 0) < 0x80);
-          for (const iv of op.inc.maybe) if (gone.includes(iv.filter) && iv.end === Infinity && iv.start < e.t) iv.end = e.t;
+          for (const iv of op.inc.maybe)
+            if (gone.includes(iv.filter) && iv.end === Infinity && (iv.op === undefined || iv.op < e.op) && iv.start < e.t) iv.end = e.t;
           break;
         }
         case 'recv':

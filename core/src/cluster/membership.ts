@@ -14,6 +14,8 @@ export const DEAD_AFTER_MS = 10_000;
 const SWEEP_MS = 1000;
 /** Heartbeats failed in a row before it is logged. */
 const PUT_FAILURES_LOGGED = 2;
+/** This node hears the bucket while its own heartbeats come back through its watch, at most this far apart. */
+const ECHO_STALE_MS = 2 * HEARTBEAT_MS + 1000;
 /** Sweeps this far apart (monotonic) mean this process did not run meanwhile: paused, stalled. */
 const PAUSE_GAP_MS = 3 * SWEEP_MS;
 
@@ -65,17 +67,20 @@ function isRecord(v: unknown): v is NodeRecord {
  * bucket keeping the live node list. A node is gone when its key is deleted (a clean stop) or
  * when it has not been heard from for 10 s (killed, cut off: the key ages out of the bucket).
  *
- * Silence only counts while this node could have heard: from its own first heartbeat that NATS
- * accepted after it started, after an outage (its own heartbeats failed) or after a pause of this
- * process (sweeps far apart on the monotonic clock). A NATS restart therefore makes no node
- * declare the others dead: every node was blind for the same outage, and each gives the others
- * 10 s from its own recovery to be heard again (docs/cluster.md § Membership).
+ * Silence only counts while this node could have heard: while its own heartbeats come back
+ * through its watch (at most 5 s apart), counted from the first one after it started, after an
+ * outage or a watch that stalled, and from the end of a pause of this process (sweeps far apart
+ * on the monotonic clock). A NATS restart therefore makes no node declare the others dead: every
+ * node was deaf for the same outage, and each gives the others 10 s from its own recovery to be
+ * heard again (docs/cluster.md § Membership).
  */
 export class Membership {
   /** lastSeen: wall clock, for the node list; heardAt: monotonic, for liveness. */
   private readonly others = new Map<string, { record: NodeRecord; lastSeen: number; heardAt: number }>();
   /** Monotonic time since when this node could hear the others; undefined while it cannot (no heartbeat accepted yet, or failing). */
   private observingSince: number | undefined;
+  /** Monotonic time this node's own heartbeat last came back through the watch. */
+  private echoAt = -Infinity;
   private lastSweep = monotonic();
   private readonly clock: () => number;
   private kv: KV | undefined;
@@ -151,7 +156,6 @@ export class Membership {
       await kv.put(this.opts.nodeId, JSON.stringify(this.record()));
       if (this.putFailures >= PUT_FAILURES_LOGGED) this.opts.logger.info({ node: this.opts.nodeId }, 'heartbeats to NATS resumed');
       this.putFailures = 0;
-      this.observingSince ??= monotonic();
     } catch (err) {
       if (this.stopped) return;
       // Cut off from NATS, this node cannot tell a silent node from its own deafness.
@@ -211,7 +215,14 @@ export class Membership {
   }
 
   private apply(e: KvEntry): void {
-    if (e.key === this.opts.nodeId) return;
+    if (e.key === this.opts.nodeId) {
+      // Its own heartbeat came back through the watch: this node hears the bucket.
+      if (e.operation === 'PUT') {
+        this.echoAt = monotonic();
+        this.observingSince ??= this.echoAt;
+      }
+      return;
+    }
     const now = this.clock();
     if (e.operation !== 'PUT') {
       this.leave(e.key, 'stopped');
@@ -249,6 +260,8 @@ export class Membership {
       if (this.observingSince !== undefined) this.observingSince = now;
       return;
     }
+    // Its own heartbeats stopped coming back through the watch (NATS away, a watch that stalled): deaf until they do.
+    if (now - this.echoAt > ECHO_STALE_MS) this.observingSince = undefined;
     const since = this.observingSince;
     if (since === undefined) return;
     for (const [id, n] of this.others) if (now - Math.max(n.heardAt, since) > DEAD_AFTER_MS) this.leave(id, 'no heartbeat');
