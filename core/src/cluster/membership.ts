@@ -81,6 +81,10 @@ export class Membership {
   private observingSince: number | undefined;
   /** Monotonic time this node's own heartbeat last came back through the watch. */
   private echoAt = -Infinity;
+  /** Monotonic time of the last heartbeat NATS accepted, and of the last (re)start of the watch. */
+  private putAt = -Infinity;
+  private watchedAt = -Infinity;
+  private watching: { stop(): void } | undefined;
   private lastSweep = monotonic();
   private readonly clock: () => number;
   private kv: KV | undefined;
@@ -156,6 +160,7 @@ export class Membership {
       await kv.put(this.opts.nodeId, JSON.stringify(this.record()));
       if (this.putFailures >= PUT_FAILURES_LOGGED) this.opts.logger.info({ node: this.opts.nodeId }, 'heartbeats to NATS resumed');
       this.putFailures = 0;
+      this.putAt = monotonic();
     } catch (err) {
       if (this.stopped) return;
       // Cut off from NATS, this node cannot tell a silent node from its own deafness.
@@ -199,7 +204,10 @@ export class Membership {
 
   private async watch(kv: KV): Promise<void> {
     const generation = ++this.watchGeneration;
+    this.watching?.stop();
     const entries = await kv.watch();
+    this.watching = entries;
+    this.watchedAt = monotonic();
     void (async () => {
       try {
         for await (const e of entries) {
@@ -261,7 +269,19 @@ export class Membership {
       return;
     }
     // Its own heartbeats stopped coming back through the watch (NATS away, a watch that stalled): deaf until they do.
-    if (now - this.echoAt > ECHO_STALE_MS) this.observingSince = undefined;
+    if (now - this.echoAt > ECHO_STALE_MS) {
+      this.observingSince = undefined;
+      // NATS takes its heartbeats but the watch delivers nothing (its consumer did not survive a NATS restart): watch again.
+      const kv = this.kv;
+      if (kv !== undefined && this.putAt > this.echoAt && now - this.watchedAt > ECHO_STALE_MS) {
+        this.opts.logger.info(`the watch of ${NODES_BUCKET} delivers nothing, not even this node's own heartbeats; watching again`);
+        this.watchedAt = now;
+        this.watch(kv).catch((err: unknown) => {
+          if (!this.stopped) this.opts.logger.warn({ err: describeError(err) }, `cannot watch ${NODES_BUCKET}; retrying`);
+          this.kv = undefined;
+        });
+      }
+    }
     const since = this.observingSince;
     if (since === undefined) return;
     for (const [id, n] of this.others) if (now - Math.max(n.heardAt, since) > DEAD_AFTER_MS) this.leave(id, 'no heartbeat');
@@ -286,6 +306,7 @@ export class Membership {
     this.stopped = true;
     if (this.heartbeat !== undefined) clearInterval(this.heartbeat);
     if (this.sweep !== undefined) clearInterval(this.sweep);
+    this.watching?.stop();
     const kv = this.kv;
     if (kv === undefined || !deleteKey) return;
     await kv
