@@ -93,8 +93,8 @@ export class Engine implements SessionRegistryHost {
   readonly storageHealth: StorageHealthMonitor;
   /** Whether some collector wants qos0Pushed, qos1Pushed or qos2Pushed (collectors are fixed at boot). */
   readonly pushWanted: boolean;
-  /** Inflight records waiting to be written (see deferInflight), and the timer that writes them. */
-  private deferred: DeferredWrite[] = [];
+  /** Inflight records waiting to be written, by session (see deferInflight), and the timer that writes them. */
+  private deferred = new Map<Session, DeferredWrite[]>();
   private deferTimer: NodeJS.Timeout | undefined;
   /** Sessions of MQTT 3 connections with deliveries in flight, scanned for resends. */
   private readonly resendWatch = new Set<Session>();
@@ -357,34 +357,45 @@ export class Engine implements SessionRegistryHost {
   }
 
   deferInflight(write: DeferredWrite): void {
-    this.deferred.push(write);
+    const list = this.deferred.get(write.session);
+    if (list === undefined) this.deferred.set(write.session, [write]);
+    else list.push(write);
     this.deferTimer ??= setTimeout(() => this.writeDeferred(), DEFER_INFLIGHT_MS);
+  }
+
+  flushDeferred(session: Session): void {
+    const list = this.deferred.get(session);
+    if (list === undefined) return;
+    this.deferred.delete(session);
+    this.issueDeferred(session, list);
   }
 
   /** Write the deferred records the clients have not acknowledged meanwhile, one call per session. */
   private writeDeferred(): void {
     this.deferTimer = undefined;
     const due = this.deferred;
-    this.deferred = [];
-    const bySession = new Map<Session, { records: InflightRecord[]; writes: DeferredWrite[] }>();
-    for (const d of due) {
+    this.deferred = new Map();
+    for (const [session, list] of due) this.issueDeferred(session, list);
+  }
+
+  private issueDeferred(session: Session, list: readonly DeferredWrite[]): void {
+    const records: InflightRecord[] = [];
+    const writes: DeferredWrite[] = [];
+    for (const d of list) {
       if (d.state !== 'waiting') continue;
       d.state = 'issued';
-      let group = bySession.get(d.session);
-      if (group === undefined) bySession.set(d.session, (group = { records: [], writes: [] }));
       // The stored form is built only for the records that are written.
-      group.records.push({ packetId: d.packetId, phase: 'publish', message: toInboxMessage(d.delivery!) });
-      group.writes.push(d);
+      records.push({ packetId: d.packetId, phase: 'publish', message: toInboxMessage(d.delivery!) });
+      writes.push(d);
     }
-    for (const [session, group] of bySession) {
-      this.persistence.putInflight(session, group.records).then(
-        () => settleAll(group.writes, undefined),
-        (err: unknown) => {
-          this.storageFailed(session, 'inflight put', err);
-          settleAll(group.writes, err);
-        },
-      );
-    }
+    if (records.length === 0) return;
+    this.persistence.putInflight(session, records).then(
+      () => settleAll(writes, undefined),
+      (err: unknown) => {
+        this.storageFailed(session, 'inflight put', err);
+        settleAll(writes, err);
+      },
+    );
   }
 
   /** A storage call of a session failed: counted in the current episode (logged once per episode), reported as `distError`. */

@@ -37,6 +37,12 @@ export interface InboxHost<S> extends Pick<QueueHost<S>, 'queueLimit' | 'dropped
   storageFailed(session: S, what: string, err: unknown): void;
   /** A storage call succeeded (ends an episode of failures of a storage that cannot tell its health). */
   storageSucceeded(): void;
+  /**
+   * Issue now the session's deferred inflight records (live QoS 1 deliveries not acknowledged yet),
+   * before a record written at once: the store keeps records in the order they were put, which is
+   * the order a restart resends them in [MQTT-4.6.0-1].
+   */
+  flushDeferred(session: S): void;
 }
 
 /**
@@ -270,6 +276,7 @@ export class SessionInbox<S extends InboxOwner> {
     this.unstored = undefined;
     const p = this.host.persistence;
     try {
+      if (all.length > 0) this.host.flushDeferred(session);
       const put = all.length > 0 ? p.putInflight(session, all) : undefined;
       if (p.storage.shared === true) await put;
       await Promise.all([put, p.commit(session, this.cursor)]);

@@ -281,6 +281,7 @@ export class Session implements WheelEntry, WriteReporter {
         return;
       }
       this.track(packetId, new Inflight(this, packetId, d, undefined, false));
+      this.host.flushDeferred(this);
       const written = this.host.persistence.putInflight(this, [{ packetId, phase: 'publish', message: toInboxMessage(d) }]);
       if (waiter !== undefined) waiter.add(written, this, 'inflight put');
       else written.catch((err: unknown) => this.host.storageFailed(this, 'inflight put', err));

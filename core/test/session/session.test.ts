@@ -7,7 +7,7 @@ import { testPluginContext } from '@bifro/spi/testing';
 import { LevelStorage } from '@bifro/plugin-storage-level';
 import { Message } from '../../src/session/message';
 import { Session, type Inflight, type SessionHost } from '../../src/session/session';
-import { SessionPersistence } from '../../src/session/session-persistence';
+import { SessionPersistence, toInboxMessage } from '../../src/session/session-persistence';
 import type { QueueResource } from '../../src/session/session-queue';
 import type { Delivery, DropReason, QueueLimit, SessionLink, WriteWaiter } from '../../src/session/session-types';
 
@@ -74,6 +74,16 @@ class TestHost implements SessionHost {
   storageSucceeded = (): void => void this.successes++;
   confirmed = (_s: Session, d: Delivery | undefined, qos: QoS): void => void this.confirms.push(`${d?.msg.topic ?? '-'}:q${qos}`);
   deferInflight = (write: Inflight): void => void this.deferred.push(write);
+  /** As the engine does: the session's deferred records still waiting are put now, in one call. */
+  flushDeferred = (session: Session): void => {
+    const due = this.deferred.filter((w) => w.session === session && w.state === 'waiting');
+    for (const w of due) w.state = 'issued';
+    if (due.length > 0)
+      void this.persistence.putInflight(
+        session,
+        due.map((w) => ({ packetId: w.packetId, phase: 'publish' as const, message: toInboxMessage(w.delivery!) })),
+      );
+  };
   onDeadline = (): number => 0;
   watchResends(session: Session): void {
     this.resendWatches++;
@@ -502,6 +512,17 @@ describe('persistent session over level storage', () => {
     expect(host.deferred[0]!.state).toBe('settled');
     expect(waiter.pending).toBe(0);
     expect(await inflightIn(s)).toEqual([]);
+  });
+
+  it('a record written at once follows the deferred records of earlier deliveries, so a restart resends in sending order', async () => {
+    const s = newSession({ persistent: true });
+    s.attach(new TestLink());
+    s.deliver(delivery('first', 1), new TestWaiter());
+    s.deliver(delivery('second', 2), new TestWaiter());
+    const records = async (): Promise<string[]> =>
+      (await persistence.listInflight(s)).map((r) => `${r.packetId}:${r.message?.message.topic ?? r.phase}`);
+    await until(async () => (await records()).length === 2, 'both records');
+    expect(await records()).toEqual(['1:first', '2:second']);
   });
 
   it('connected QoS 2: the record is written at once, becomes pubrel on PUBREC and goes on PUBCOMP', async () => {
