@@ -1,5 +1,5 @@
 import { checkRun } from './checker';
-import type { BrokerEvent, ClientEvent, ClientRecord, ClientSpec, Problem, QoS, RunRecord, SubSpec } from './model';
+import type { BrokerEvent, ClientEvent, ClientRecord, ClientSpec, NodeEvent, Problem, QoS, RunRecord, SubSpec } from './model';
 
 /**
  * The checker, fed synthetic records: a clean run passes, and each kind of broken delivery (a
@@ -59,7 +59,7 @@ class Rec {
   }
 }
 
-function run(clients: Rec[], broker: BrokerEvent[] = []): RunRecord {
+function run(clients: Rec[], broker: BrokerEvent[] = [], nodes: NodeEvent[] = []): RunRecord {
   return {
     schedule: {
       seed: 1,
@@ -80,7 +80,7 @@ function run(clients: Rec[], broker: BrokerEvent[] = []): RunRecord {
     end: 3000,
     tenant: 't',
     clients: clients.map((c) => c.record),
-    nodes: [],
+    nodes,
     broker,
   };
 }
@@ -141,6 +141,26 @@ describe('the delivery checker', () => {
     const r = checkRun(run([publisher(5), subscriber([1, 2, 4, 5])], [drop]));
     expect(r.problems).toEqual([]);
     expect(r.stats.excusedByDrops).toBe(1);
+  });
+
+  it('takes drops acknowledged in the last 20 ms before a kill as unlogged, only while drops were being reported', () => {
+    // p0:4 and p0:5 are acknowledged at 141 and 151; the node is killed at 152.
+    const drop: BrokerEvent = {
+      node: 0,
+      type: 'qos1Dropped',
+      tenantId: 't',
+      clientId: 't-s0',
+      eventTime: 120,
+      topic: 'a',
+      reason: 'queue-full',
+    };
+    const kill = (t: number): NodeEvent => ({ t, node: 0, type: 'kill' });
+    const received = [1, 2, 3];
+    expect(checkRun(run([publisher(5), subscriber(received)], [drop], [kill(152)])).problems).toEqual([]);
+    // No drop reported before the kill: nothing excuses them.
+    expect(kinds(checkRun(run([publisher(5), subscriber(received)], [], [kill(152)])).problems)).toEqual(['lost']);
+    // Acknowledged long before the kill: their drops would have been logged.
+    expect(kinds(checkRun(run([publisher(5), subscriber(received)], [drop], [kill(200)])).problems)).toEqual(['lost']);
   });
 
   it('does not require messages of a clean session, nor of a session that expired', () => {
