@@ -26,11 +26,11 @@ import { startTestBroker, type TestBroker } from '../support/test-broker';
  * are unaffected (expectOthersUnaffected after every case). A failing case is written to the
  * corpus with its seed and what failed. The process's RSS and file descriptors stay bounded.
  *
- * BIFRO_FUZZ_SECONDS: the budget of generated cases (default 45 s: 40 % fixed seed, 60 % random seed).
+ * BIFRO_FUZZ_SECONDS: the budget of generated cases (default 30 s: 40 % fixed seed, 60 % random seed).
  * BIFRO_FUZZ_SEED=<seed>: that seed only, for the whole budget; <seed>:<index>: that one case.
  */
 
-const BUDGET_S = Number(process.env.BIFRO_FUZZ_SECONDS ?? 45);
+const BUDGET_S = Number(process.env.BIFRO_FUZZ_SECONDS ?? 30);
 const FIXED_SEED = 0x5eed2026;
 const RANDOM_SEED = randomInt(2 ** 32);
 const ENV = parseSeed(process.env.BIFRO_FUZZ_SEED, 'BIFRO_FUZZ_SEED');

@@ -15,13 +15,13 @@ import { Campaign, formatFigures, type ScheduleOutcome } from '../delivery/runne
  * (test/fixtures/delivery-corpus/*.json) is replayed, then generated schedules run for the budget.
  * A failing generated schedule is written to the corpus.
  *
- * BIFRO_CHECK_SECONDS: the budget of generated schedules (default 45 s: 40 % a fixed seed, 60 % a
+ * BIFRO_CHECK_SECONDS: the budget of generated schedules (default 25 s: 40 % a fixed seed, 60 % a
  * random one printed below), both storages side by side.
  * BIFRO_CHECK_SEED=<seed>: that seed for the whole budget; <seed>:<index>: that one schedule.
  * BIFRO_CHECK_STORAGE=level|memory: one storage only.
  */
 
-const BUDGET_S = Number(process.env.BIFRO_CHECK_SECONDS ?? 45);
+const BUDGET_S = Number(process.env.BIFRO_CHECK_SECONDS ?? 25);
 const FIXED_SEED = 0xd311_7e57;
 const RANDOM_SEED = randomInt(2 ** 32);
 const ENV = parseSeed(process.env.BIFRO_CHECK_SEED, 'BIFRO_CHECK_SEED');
