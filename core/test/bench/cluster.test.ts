@@ -1,7 +1,7 @@
 import { limitOf, runClusterBench, type ClusterRun } from '../../bench/src/cluster';
 
 /**
- * `npm run bench:cluster` run briefly (0.5 s measured per run, a few connections) against a real
+ * `npm run bench:cluster` run briefly (1 s measured per run, a few connections) against a real
  * nats-server and two built broker processes in cluster mode: sanity only, no timing assertions.
  * Every measurement yields figures above 0, and every process it started is gone afterwards.
  */
@@ -24,7 +24,7 @@ describe('bench:cluster', () => {
 
   it('measures scale-out, QoS 1 across nodes and the hop latency, then stops what it started', async () => {
     const r = await runClusterBench({
-      timing: { warmupMs: 150, measureMs: 500, setupTimeoutMs: 10_000 },
+      timing: { warmupMs: 300, measureMs: 1000, setupTimeoutMs: 10_000 },
       groupPublishers: 3,
       pairs: 3,
       inflight: 16,
