@@ -77,7 +77,7 @@ function isRecord(v: unknown): v is NodeRecord {
 export class Membership {
   /** lastSeen: wall clock, for the node list; heardAt: monotonic, for liveness. */
   private readonly others = new Map<string, { record: NodeRecord; lastSeen: number; heardAt: number }>();
-  /** Monotonic time since when this node could hear the others; undefined while it cannot (no heartbeat accepted yet, or failing). */
+  /** Monotonic time since when this node could hear the others; undefined while it cannot (its own heartbeats not coming back through the watch, or failing). */
   private observingSince: number | undefined;
   /** Monotonic time this node's own heartbeat last came back through the watch. */
   private echoAt = -Infinity;

@@ -279,9 +279,17 @@ export class SessionOwners implements SessionOwnership {
       } catch (err) {
         if (this.stopped || generation !== this.ownedWatch) return;
         this.opts.logger.warn({ err: describeError(err) }, `the watch of ${OWNED_BUCKET} ended; watching again`);
-        setTimeout(() => void this.watchOwned(owned).catch(() => undefined), 1000).unref();
+        this.rewatchOwned(owned);
       }
     })();
+  }
+
+  /** Watches again a second later, and again after each failed attempt (NATS still away). */
+  private rewatchOwned(owned: KV): void {
+    setTimeout(() => {
+      if (this.stopped) return;
+      this.watchOwned(owned).catch(() => this.rewatchOwned(owned));
+    }, 1000).unref();
   }
 
   /** After this node's index key of a session went: if another node owns the session now, this one stops serving it. */
