@@ -32,8 +32,11 @@ const SCAN_BATCH = 1000;
 /** init() waits up to this many `timeoutMs` for JetStream to answer (a NATS cluster electing its leader). */
 const JETSTREAM_READY_WAITS = 4;
 
-/** Attempts at creating a scan's consumer, each with a share of `timeoutMs`. */
+/** Shares of `timeoutMs`: a scan's consumer creation or fetch waits one share, and a scan makes at most this many consumers without progress. */
 const CONSUMER_ATTEMPTS = 4;
+
+/** How long a stream's scans walk after a consumer creation on it got no answer (a dead peer still counted). */
+const WALK_AFTER_TIMEOUT_MS = 30_000;
 
 /** The JetStream error code of `wrong last sequence`. */
 const WRONG_LAST_SEQUENCE = 10071;
@@ -77,6 +80,8 @@ export class JetStreamLink {
   /** Replicas of the streams ensureStream creates. */
   replicas: number;
   private readonly publisher: AckPublisher;
+  /** Streams whose scans walk instead of making a consumer, until when (performance.now()): see scan. */
+  private readonly walking = new Map<string, number>();
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -330,16 +335,29 @@ export class JetStreamLink {
     const deadline = Date.now() + this.opts.timeoutMs;
     const seen = new Set<string>();
     let after = 0;
-    // Right after a server of the stream died, a consumer may be placed on it: its creation never
-    // answers, or it delivers nothing. A new consumer, going on after the last message handed
-    // over, finds a live server, within the call's time.
+    // Right after a server of the stream died, the meta leader still counts it as a peer for a
+    // while (nats-server 2.9 places an R1 consumer on a random one of the stream's peers): the
+    // consumer's creation never answers, or it delivers nothing. A consumer that does not come
+    // within its share of the time gives way to a walk over the stream leader's messages; one that
+    // stops delivering is made again, going on after the last message handed over.
+    // After one such timeout the stream's scans walk for WALK_AFTER_TIMEOUT_MS, not waiting again.
+    const walkUntil = this.walking.get(stream);
+    if (walkUntil !== undefined && performance.now() < walkUntil)
+      return this.walk(stream, filter, options.lastPerSubject === true, after, seen, deadline, each);
     for (let attempt = 1; ; attempt++) {
-      const name = await this.createConsumer(stream, filter, options, after);
+      let name: { name: string; left: number } | undefined;
+      try {
+        name = await this.createConsumer(stream, filter, options, after);
+      } catch (err) {
+        if ((err as { code?: string } | null)?.code !== 'TIMEOUT' || this.closing) throw err;
+        this.walking.set(stream, performance.now() + WALK_AFTER_TIMEOUT_MS);
+        return this.walk(stream, filter, options.lastPerSubject === true, after, seen, deadline, each);
+      }
       if (name === undefined) return;
       let progressed = false;
       try {
         for (;;) {
-          const it = this.js.fetch(stream, name.name, { batch: Math.min(name.left, SCAN_BATCH), expires: this.fetchWaitMs() });
+          const it = this.js.fetch(stream, name.name, { batch: Math.min(name.left, SCAN_BATCH), expires: this.attemptMs });
           let got = 0;
           let stop = false;
           for await (const m of it) {
@@ -367,10 +385,6 @@ export class JetStreamLink {
     }
   }
 
-  private fetchWaitMs(): number {
-    return Math.max(200, Math.floor(this.opts.timeoutMs / CONSUMER_ATTEMPTS));
-  }
-
   /** An ephemeral in-memory consumer of `filter` (after stream sequence `after` for a plain scan); undefined when it has nothing to deliver. */
   private async createConsumer(
     stream: string,
@@ -393,16 +407,40 @@ export class JetStreamLink {
       num_replicas: 1,
       ...(options.headersOnly === true ? { headers_only: true } : {}),
     };
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const info: ConsumerInfo = await this.unavailableRetry(() => this.quickJsm.consumers.add(stream, config));
-        if (info.num_pending > 0) return { name: info.name, left: info.num_pending };
-        this.jsm.consumers.delete(stream, info.name).catch(() => undefined);
-        return undefined;
-      } catch (err) {
-        if (attempt >= CONSUMER_ATTEMPTS || (err as { code?: string }).code !== 'TIMEOUT') throw err;
+    const info: ConsumerInfo = await this.unavailableRetry(() => this.quickJsm.consumers.add(stream, config));
+    if (info.num_pending > 0) return { name: info.name, left: info.num_pending };
+    this.jsm.consumers.delete(stream, info.name).catch(() => undefined);
+    return undefined;
+  }
+
+  /**
+   * Scan without a consumer: the messages of `filter` after stream sequence `after`, one request
+   * each to the stream leader (next by subject), so only for when no consumer could be made. With
+   * `lastPerSubject` the last message of each subject not `seen` yet, in stream order.
+   */
+  private async walk(
+    stream: string,
+    filter: string,
+    lastPerSubject: boolean,
+    after: number,
+    seen: ReadonlySet<string>,
+    deadline: number,
+    each: (m: ReadMsg) => boolean,
+  ): Promise<void> {
+    const last = new Map<string, ReadMsg>();
+    for (let seq = after + 1; ;) {
+      if (Date.now() > deadline) throw new TimeoutError(`walk over ${filter} did not finish within ${this.opts.timeoutMs} ms`);
+      const m = await this.next(stream, filter, seq);
+      if (m === undefined) break;
+      seq = m.seq + 1;
+      if (!lastPerSubject) {
+        if (!each(m)) return;
+      } else if (!seen.has(m.subject)) {
+        last.delete(m.subject);
+        last.set(m.subject, m);
       }
     }
+    for (const m of last.values()) if (!each(m)) return;
   }
 
   /** Drains the connection (what was published is flushed first); closes it at once when NATS is away. */
