@@ -21,6 +21,12 @@ import { offlineClient, type SessionObserver, type SessionRegistry } from '../se
  */
 const HANDOVER_GRACE_MS = 5000;
 
+/**
+ * How long at most a session fenced here (this node's lease ran out) keeps its routes while no
+ * node serves it: publishers to it are refused meanwhile rather than acknowledged for nobody.
+ */
+const FENCED_ROUTES_MS = 60_000;
+
 /** "Serving without the registry" is logged at most this often while NATS is away. */
 const UNREGISTERED_LOG_MS = 10_000;
 
@@ -136,8 +142,9 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
       return false;
     }
     const previous = outcome.previous;
-    if (previous === undefined || previous.node === this.nodeId) return true;
     const key = sessionListKey(client.tenantId, client.clientId);
+    // This node's own entry: served here, unless this node let it go when its lease ran out (then resumed from storage below).
+    if (previous === undefined || (previous.node === this.nodeId && this.registry.get(key) !== undefined)) return true;
     if (this.registry.get(key) === undefined && previous.persistent && this.shared) {
       if (clean) {
         // Clean start discards what the other node kept [MQTT-3.1.2-4].
@@ -199,7 +206,11 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
 
   async handOver(tenantId: string, clientId: string, newOwner: string | undefined): Promise<void> {
     const session = this.letGo(tenantId, clientId, 'session taken over by another node');
-    if (session === undefined || this.registry.get(session.key) !== session) return;
+    if (session === undefined) {
+      this.replacedBy(tenantId, clientId, newOwner);
+      return;
+    }
+    if (this.registry.get(session.key) !== session) return;
     if (session.stored && this.shared) {
       // What is in flight and the record reach storage before the new owner reads them.
       await session.persist();
@@ -214,9 +225,37 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
     );
   }
 
-  lost(tenantId: string, clientId: string): void {
+  lost(tenantId: string, clientId: string, newOwner?: string): void {
     const session = this.letGo(tenantId, clientId, 'session claimed by another node');
     if (session !== undefined) this.registry.forget(session, HANDOVER_GRACE_MS);
+    else this.replacedBy(tenantId, clientId, newOwner);
+  }
+
+  /** A session fenced here (routes kept) has a new owner: its routes go once the owner's are seen, as after a hand-over. */
+  private replacedBy(tenantId: string, clientId: string, newOwner: string | undefined): void {
+    const moved = this.registry.movedSession(sessionListKey(tenantId, clientId));
+    if (moved === undefined) return;
+    const filters = [...moved.subscriptions.keys()];
+    this.registry.awaitReplacement(
+      moved,
+      HANDOVER_GRACE_MS,
+      newOwner === undefined ? undefined : () => filters.every((f) => this.routes(newOwner, tenantId, f)),
+    );
+  }
+
+  fenced(tenantId: string, clientId: string): void {
+    const session = this.registry.get(sessionListKey(tenantId, clientId));
+    if (session === undefined) return;
+    this.leaving.add(session);
+    this.registry.cutOff(session, 'this node lost its lease in the cluster');
+    // Its routes stay (QoS 1/2 to it refused, the publishers send again) until it is served again:
+    // here once the lease is back, or by the node it is handed to (handOver, lost).
+    this.registry.forget(session, FENCED_ROUTES_MS);
+  }
+
+  /** Whether this node holds its lease now (a lapse just seen fences its sessions first). */
+  holdsLease(): boolean {
+    return this.owners.holdsLease();
   }
 
   /** The session is no longer this node's to record; its connection is closed with 0x8E [MQTT-3.1.4-3]. */

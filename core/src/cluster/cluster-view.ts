@@ -220,8 +220,13 @@ export interface AdoptedSession {
 export interface OwnershipHandlers {
   /** Another node claims a session of this one: close its connection (0x8E), write its state out, stop serving it. */
   handOver(tenantId: string, clientId: string, newOwner: string | undefined): Promise<void>;
-  /** A registry write of this node failed its compare-and-set: another node owns the session now; stop serving it. */
-  lost(tenantId: string, clientId: string): void;
+  /** Another node owns the session now (a registry write failed its compare-and-set, or the entry names `newOwner`); stop serving it. */
+  lost(tenantId: string, clientId: string, newOwner?: string): void;
+  /**
+   * This node's lease ran out: stop serving the session at once, its client disconnected with
+   * 0x89 Server busy, without a will or a storage write (whoever adopts it sees to those).
+   */
+  fenced(tenantId: string, clientId: string): void;
   /** A session of a node that left (or of this node's previous run) is this node's now. */
   adopt(session: AdoptedSession): Promise<void>;
   /** The registry is reachable (again): register the sessions served without it. */
@@ -252,6 +257,12 @@ export interface SessionOwnership {
   release(tenantId: string, clientId: string): void;
   /** This node holds the session's registry entry. */
   owns(tenantId: string, clientId: string): boolean;
+  /**
+   * Whether this node holds its lease, looked at now: a lease that ran out since the last look
+   * fences this node's sessions (`fenced`) before this returns false. Called before serving what
+   * came in (client bytes, forwarded messages), so a process resuming from a pause stops first.
+   */
+  holdsLease(): boolean;
   serve(handlers: OwnershipHandlers): void;
 }
 

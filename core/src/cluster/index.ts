@@ -68,6 +68,8 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
     load: opts.load,
     logger,
     draining: opts.draining,
+    leaseLost: () => owners.fence(),
+    leaseTaken: () => owners.leaseTaken(),
     left: (node) => {
       usage?.nodeLeft(node);
       void owners
@@ -80,6 +82,9 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
     replicas: (nc) => Math.min(opts.cluster.replicas, knownServers(nc)),
     liveNodes: () => membership.nodes().map((n) => n.record.nodeId),
     alive: (node) => node === opts.nodeId || membership.isAlive(node),
+    holdsLease: () => membership.holdsLease(),
+    observing: () => membership.observing,
+    silentFor: (node) => membership.silentFor(node),
     nodeCleared: (node) => void purgeRoutes(node),
     logger,
   });

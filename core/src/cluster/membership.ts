@@ -10,6 +10,15 @@ export const NODES_BUCKET = 'bifro_nodes';
 export const HEARTBEAT_MS = 2000;
 /** A node not heard from for this long is gone (also the bucket's max_age, so its key expires). */
 export const DEAD_AFTER_MS = 10_000;
+/**
+ * A node serves its sessions only while it holds its lease: until this long after it sent the
+ * last heartbeat NATS accepted (monotonic). The others take it for gone only after
+ * DEAD_AFTER_MS without hearing a heartbeat, and hear each one after it was sent, so the lease
+ * has run out, by the node's own clock, 3 s before anyone may adopt (docs/cluster.md § Leases).
+ */
+export const LEASE_MS = 7000;
+/** A node claiming a session whose owner did not hand it over waits until it has not heard that owner for this long. */
+export const LEASE_SILENCE_MS = LEASE_MS + 1000;
 /** How often the list is swept for nodes past {@link DEAD_AFTER_MS}: nats-server 2.9 tells watchers nothing when a key ages out. */
 const SWEEP_MS = 1000;
 /** Heartbeats failed in a row before it is logged. */
@@ -37,6 +46,10 @@ export interface MembershipOptions {
   readonly clock?: () => number;
   /** A node left the live list (stopped, or no heartbeat). */
   readonly left?: (nodeId: string) => void;
+  /** This node's lease ran out (called once per lapse, synchronously, before anything else is served). */
+  readonly leaseLost?: (silentMs: number) => void;
+  /** This node holds its lease: the first time, and again after each lapse. */
+  readonly leaseTaken?: () => void;
   /** This node is draining (read at every heartbeat). */
   readonly draining?: () => boolean;
 }
@@ -97,6 +110,9 @@ export class Membership {
   private beating = false;
   private watchGeneration = 0;
   private nc: NatsConnection | undefined;
+  /** Monotonic time the lease runs out; 'none' until the first heartbeat NATS accepts. */
+  private leaseUntil = -Infinity;
+  private lease: 'none' | 'held' | 'lost' = 'none';
 
   constructor(private readonly opts: MembershipOptions) {
     this.clock = opts.clock ?? Date.now;
@@ -113,6 +129,40 @@ export class Membership {
   /** Puts this node's record now (when connected), not at the next heartbeat. */
   announce(): void {
     if (this.nc !== undefined) void this.beat(this.nc);
+  }
+
+  /**
+   * Whether this node holds its lease now. A lease that ran out since the last look is lost
+   * here and then (`leaseLost`), so a caller that is about to serve a session learns it first,
+   * also in the first callbacks after this process resumed from a pause.
+   */
+  holdsLease(): boolean {
+    if (this.lease !== 'held') return false;
+    const now = monotonic();
+    if (now < this.leaseUntil) return true;
+    this.lease = 'lost';
+    this.opts.logger.warn(
+      { silentMs: Math.round(now - this.leaseUntil + LEASE_MS) },
+      `this node's lease ran out: NATS accepted no heartbeat of it for ${Math.round(now - this.leaseUntil + LEASE_MS)} ms; it stops serving its sessions until it does`,
+    );
+    this.opts.leaseLost?.(now - this.leaseUntil + LEASE_MS);
+    return false;
+  }
+
+  /**
+   * Monotonic ms this node has not heard `nodeId` while it could have (since it hears the bucket):
+   * 0 while it cannot hear, Infinity for a node not in the live list (unheard for 10 s).
+   */
+  silentFor(nodeId: string): number {
+    const n = this.others.get(nodeId);
+    if (n === undefined) return Infinity;
+    const since = this.observingSince;
+    return since === undefined ? 0 : monotonic() - Math.max(n.heardAt, since);
+  }
+
+  /** This node hears the bucket now (its own heartbeats come back): who is alive is known. */
+  get observing(): boolean {
+    return this.observingSince !== undefined;
   }
 
   /** Whether another node is in the live list now. */
@@ -156,8 +206,10 @@ export class Membership {
   private async putRecord(nc: NatsConnection): Promise<void> {
     const kv = this.kv ?? (await this.open(nc));
     if (kv === undefined) return;
+    const sentAt = monotonic();
     try {
       await kv.put(this.opts.nodeId, JSON.stringify(this.record()));
+      this.renewLease(sentAt);
       if (this.putFailures >= PUT_FAILURES_LOGGED) this.opts.logger.info({ node: this.opts.nodeId }, 'heartbeats to NATS resumed');
       this.putFailures = 0;
       this.putAt = monotonic();
@@ -172,6 +224,17 @@ export class Membership {
           `cannot put the heartbeat in ${NODES_BUCKET}; the other nodes drop this one after ${DEAD_AFTER_MS / 1000} s without it`,
         );
     }
+  }
+
+  /** A heartbeat sent at `sentAt` was accepted: the others hear it no earlier than that. */
+  private renewLease(sentAt: number): void {
+    // A lapse not yet seen is seen first: the sessions go before the lease is taken again.
+    if (this.lease === 'held') this.holdsLease();
+    this.leaseUntil = Math.max(this.leaseUntil, sentAt + LEASE_MS);
+    if (this.lease === 'held' || monotonic() >= this.leaseUntil) return;
+    if (this.lease === 'lost') this.opts.logger.info('this node holds its lease again: it serves sessions again');
+    this.lease = 'held';
+    this.opts.leaseTaken?.();
   }
 
   private async open(nc: NatsConnection): Promise<KV | undefined> {
@@ -259,6 +322,7 @@ export class Membership {
   }
 
   private sweepDead(): void {
+    this.holdsLease();
     const now = monotonic();
     const gap = now - this.lastSweep;
     this.lastSweep = now;

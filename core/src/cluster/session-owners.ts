@@ -4,6 +4,7 @@ import type { Logger } from '../base/logger';
 import { RepeatedWarning } from '../base/repeated-warning';
 import { describeError } from '../base/errors';
 import type { ClaimOutcome, OwnedState, OwnerEntry, OwnershipHandlers, SessionOwnership } from './cluster-view';
+import { LEASE_SILENCE_MS } from './membership';
 import { MAX_KEY_CHARS, nodeToken, token } from './routes';
 
 /** Session key → owner entry (compare-and-set: the authority on who serves a session). */
@@ -12,6 +13,8 @@ export const SESSIONS_BUCKET = 'bifro_sessions';
 export const OWNED_BUCKET = 'bifro_owned';
 /** An owner that does not hand a session over in this time is passed by (its own writes then fail). */
 export const HANDOVER_TIMEOUT_MS = 3000;
+/** A CONNECT waits this long at most for this node to hold its lease (just started, or NATS just back). */
+const LEASE_WAIT_MS = 3000;
 /** Claims lost to a concurrent claim, tried again this many times before the CONNECT is refused. */
 const CLAIM_ATTEMPTS = 4;
 /** How often, and how long, the node that cleans up after a departed node waits for its sessions to be adopted. */
@@ -96,6 +99,12 @@ export interface SessionOwnersOptions {
   /** Live node ids, this one included. */
   liveNodes(): string[];
   alive(nodeId: string): boolean;
+  /** This node holds its lease (membership): it may serve, claim and adopt sessions. */
+  holdsLease(): boolean;
+  /** This node hears the other nodes' heartbeats now. */
+  observing(): boolean;
+  /** Monotonic ms this node has not heard a node's heartbeat while it could (Infinity: not in the live list). */
+  silentFor(nodeId: string): number;
   /** A departed node's sessions have all been adopted (or waited for long enough): its routes may go. */
   nodeCleared(nodeId: string): void;
   readonly logger: Logger;
@@ -153,6 +162,10 @@ export class SessionOwners implements SessionOwnership {
     return this.mine.has(sessionKey(tenantId, clientId));
   }
 
+  holdsLease(): boolean {
+    return this.opts.holdsLease();
+  }
+
   get ready(): boolean {
     return this.sessions !== undefined && this.nc !== undefined && !this.nc.isClosed();
   }
@@ -161,6 +174,13 @@ export class SessionOwners implements SessionOwnership {
     const kv = this.sessions;
     const index = this.owned;
     if (kv === undefined || index === undefined) throw new Error('the session registry (NATS) is not reachable');
+    // Without its lease a node must not take what another may own meanwhile; deaf, it cannot tell
+    // who is alive. A node just started (or back from a blip) gets there within a heartbeat or two.
+    for (const until = Date.now() + LEASE_WAIT_MS; !this.opts.holdsLease() || !this.opts.observing();) {
+      if (Date.now() >= until || this.stopped)
+        throw new Error('this node holds no lease in the cluster now (NATS has not accepted its heartbeats lately)');
+      await new Promise((r) => setTimeout(r, 50));
+    }
     const key = sessionKey(tenantId, clientId);
     const own = this.mine.get(key);
     if (own !== undefined && !own.gone) {
@@ -175,6 +195,8 @@ export class SessionOwners implements SessionOwnership {
       let handedOver = false;
       if (previous !== undefined && previous.node !== this.opts.nodeId && this.opts.alive(previous.node)) {
         handedOver = await this.requestHandOver(previous.node, tenantId, clientId);
+        // Not handed over: its owner may still serve it until its lease runs out.
+        if (!handedOver) await this.outlast(previous.node, clientId);
         current = await kv.get(key);
         previous = entryOf(current);
       }
@@ -191,6 +213,8 @@ export class SessionOwners implements SessionOwnership {
         throw err;
       }
       await indexed;
+      // The lease ran out while the claim was under way: the entry is taken back with the others when it is held again.
+      if (!this.opts.holdsLease()) throw new Error('this node lost its lease in the cluster while claiming the session');
       this.mine.set(key, { tenantId, clientId, revision, epoch, chain: Promise.resolve(), gone: false });
       return { previous, handedOver };
     }
@@ -230,6 +254,46 @@ export class SessionOwners implements SessionOwnership {
       this.drop(key);
       await kv.delete(key, { previousSeq: own.revision }).catch(() => undefined);
     });
+  }
+
+  /**
+   * Waits until this node has not heard `node` for LEASE_SILENCE_MS: its lease has run out by
+   * then, so it serves the session no more. Rejects as soon as `node` is heard again (alive,
+   * and it did not hand the session over).
+   */
+  private async outlast(node: string, clientId: string): Promise<void> {
+    let last = this.opts.silentFor(node);
+    while (last < LEASE_SILENCE_MS) {
+      await new Promise((r) => setTimeout(r, Math.min(500, LEASE_SILENCE_MS - last)));
+      const silent = this.opts.silentFor(node);
+      if (silent < last || this.stopped) throw new Error(`node ${node} is alive, serves session ${clientId} and did not hand it over`);
+      last = silent;
+    }
+  }
+
+  /**
+   * This node's lease ran out (membership): every session it owned may be adopted by another node
+   * once the others drop it, so it stops serving them all now, before it serves anything else.
+   * Their entries and index keys stay: whoever adopts them (this node, once it holds its lease
+   * again and nobody did) sees to the wills and the clients' return.
+   */
+  fence(): void {
+    const fenced = [...this.mine.values()];
+    this.mine.clear();
+    for (const own of fenced) own.gone = true;
+    if (fenced.length > 0)
+      this.opts.logger.warn(
+        { sessions: fenced.length },
+        `stopped serving ${fenced.length} sessions without a lease; their clients are disconnected (0x89 Server busy)`,
+      );
+    for (const own of fenced) this.handlers?.fenced(own.tenantId, own.clientId);
+  }
+
+  /** The lease is held (first time or again): the sessions still registered to this node are taken back. */
+  leaseTaken(): void {
+    this.adoptFrom(this.opts.nodeId, true).catch((err: unknown) =>
+      this.opts.logger.warn({ err: describeError(err) }, "cannot take back this node's sessions"),
+    );
   }
 
   /** No longer this node's: later writes are dropped, the index key goes. */
@@ -375,7 +439,7 @@ export class SessionOwners implements SessionOwnership {
   private async adoptFrom(nodeId: string, self: boolean): Promise<void> {
     const kv = this.sessions;
     const index = this.owned;
-    if (kv === undefined || index === undefined || this.stopped) return;
+    if (kv === undefined || index === undefined || this.stopped || !this.opts.holdsLease()) return;
     const prefix = `${nodeToken(nodeId)}.`;
     const keys: string[] = [];
     for await (const k of await index.keys(`${prefix}>`)) keys.push(k);
@@ -383,11 +447,18 @@ export class SessionOwners implements SessionOwnership {
     for (const indexKey of keys) {
       if (this.stopped) return;
       const key = indexKey.slice(prefix.length);
+      if (this.mine.get(key)?.gone === false) continue;
       try {
         const current = await kv.get(key);
         const entry = entryOf(current);
         if (entry === undefined || entry.node !== nodeId) {
-          // Claimed elsewhere already, or ended: the index key is stale.
+          // Claimed elsewhere already, or ended: the index key is stale. This node's own session,
+          // fenced here meanwhile, keeps its routes until the new owner's are seen.
+          if (self) {
+            const ids = (await index.get(indexKey))?.json<IndexValue>();
+            if (ids !== undefined && typeof ids.tenant === 'string' && typeof ids.client === 'string')
+              this.handlers?.lost(ids.tenant, ids.client, entry?.node);
+          }
           if (!this.opts.alive(nodeId) || self) await index.delete(indexKey);
           continue;
         }
@@ -395,6 +466,7 @@ export class SessionOwners implements SessionOwnership {
         const ids = (await index.get(indexKey))?.json<IndexValue>();
         if (ids === undefined || typeof ids.tenant !== 'string' || typeof ids.client !== 'string') continue;
         const epoch = entry.epoch + 1;
+        if (!this.opts.holdsLease()) return;
         const revision = await kv.update(key, JSON.stringify({ ...entry, node: this.opts.nodeId, epoch }), current!.revision);
         if (!self) {
           await index.put(`${this.selfToken}.${key}`, JSON.stringify(ids));

@@ -311,6 +311,11 @@ class BatchWaiter extends CountedWaiter {
  * QoS 1/2 messages hold one waiter, as a PUBACK would, so the reply waits for this node's storage.
  */
 function deliverFromNode(engine: Engine, messages: readonly ReceivedMessage[], done: (failed: boolean) => void): void {
+  // Without its lease this node serves no session (a lapse just seen fences them first): refused, the sender retries.
+  if (engine.clusterSessions?.holdsLease() === false) {
+    done(true);
+    return;
+  }
   const waiter = new BatchWaiter(done);
   const now = engine.now();
   for (const r of messages) {

@@ -181,6 +181,19 @@ export class SessionRegistry {
     taken.disconnect(RC.SessionTakenOver);
   }
 
+  /**
+   * Closes the session's connection with 0x89 Server busy (v3: closed), without the session's
+   * disconnect: no will, nothing written, since another node may own the session now.
+   */
+  cutOff(session: Session, reason: string): void {
+    const taken = session.link as TakenConnection | undefined;
+    session.detach();
+    if (taken === undefined) return;
+    taken.closeCause = 'reported';
+    this.host.emit('kicked', session.client, { remoteAddress: taken.origin.remoteAddress, reason });
+    taken.disconnect(RC.ServerBusy);
+  }
+
   create(client: ClientInfo, expirySeconds: number): Session {
     // The session comes back here before the grace of its hand-over ended: the old routes go first.
     const moved = this.moving.get(sessionListKey(client.tenantId, client.clientId));
@@ -333,14 +346,28 @@ export class SessionRegistry {
     session.willAt = 0;
     session.movedAway = true;
     session.clearState();
-    // Sooner once `replaced` says the new owner's routes are seen here: the routes bucket is one
-    // ordered stream, so a node that sees these go has seen those come.
+    this.awaitReplacement(session, graceMs, replaced);
+  }
+
+  /**
+   * A forgotten session's routes go once `replaced` says the new owner's routes are seen here
+   * (the routes bucket is one ordered stream, so a node that sees these go has seen those come),
+   * or after `graceMs`. Called again for a session already forgotten, it sets a new condition.
+   */
+  awaitReplacement(session: Session, graceMs: number, replaced?: (session: Session) => boolean): void {
+    const previous = this.moving.get(session.key);
+    if (previous !== undefined) clearInterval(previous.timer);
     const deadline = Date.now() + graceMs;
     const timer = setInterval(() => {
       if (Date.now() >= deadline || replaced?.(session) === true) this.dropMoved(session);
     }, MOVED_CHECK_MS);
     timer.unref();
     this.moving.set(session.key, { session, timer });
+  }
+
+  /** A session forgotten here whose routes still wait for its new owner's. */
+  movedSession(key: string): Session | undefined {
+    return this.moving.get(key)?.session;
   }
 
   /** The end of a forgotten session's grace: its routes and subscriptions go. */
