@@ -217,12 +217,14 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
       await this.registry.save(session, session.disconnectedAt);
     }
     // Its routes go once the new owner's are seen here for every filter it has (or after the grace).
+    this.registry.forget(session, HANDOVER_GRACE_MS, this.ownerRoutesSeen(session, newOwner));
+  }
+
+  /** Whether `newOwner`'s routes for every filter of the session are seen here (undefined: no owner to wait for). */
+  private ownerRoutesSeen(session: Session, newOwner: string | undefined): (() => boolean) | undefined {
+    if (newOwner === undefined) return undefined;
     const filters = [...session.subscriptions.keys()];
-    this.registry.forget(
-      session,
-      HANDOVER_GRACE_MS,
-      newOwner === undefined ? undefined : () => filters.every((f) => this.routes(newOwner, tenantId, f)),
-    );
+    return () => filters.every((f) => this.routes(newOwner, session.tenantId, f));
   }
 
   lost(tenantId: string, clientId: string, newOwner?: string): void {
@@ -234,13 +236,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
   /** A session fenced here (routes kept) has a new owner: its routes go once the owner's are seen, as after a hand-over. */
   private replacedBy(tenantId: string, clientId: string, newOwner: string | undefined): void {
     const moved = this.registry.movedSession(sessionListKey(tenantId, clientId));
-    if (moved === undefined) return;
-    const filters = [...moved.subscriptions.keys()];
-    this.registry.awaitReplacement(
-      moved,
-      HANDOVER_GRACE_MS,
-      newOwner === undefined ? undefined : () => filters.every((f) => this.routes(newOwner, tenantId, f)),
-    );
+    if (moved !== undefined) this.registry.awaitReplacement(moved, HANDOVER_GRACE_MS, this.ownerRoutesSeen(moved, newOwner));
   }
 
   fenced(tenantId: string, clientId: string): void {

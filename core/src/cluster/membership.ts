@@ -47,7 +47,7 @@ export interface MembershipOptions {
   /** A node left the live list (stopped, or no heartbeat). */
   readonly left?: (nodeId: string) => void;
   /** This node's lease ran out (called once per lapse, synchronously, before anything else is served). */
-  readonly leaseLost?: (silentMs: number) => void;
+  readonly leaseLost?: () => void;
   /** This node holds its lease: the first time, and again after each lapse. */
   readonly leaseTaken?: () => void;
   /** This node is draining (read at every heartbeat). */
@@ -141,11 +141,13 @@ export class Membership {
     const now = monotonic();
     if (now < this.leaseUntil) return true;
     this.lease = 'lost';
+    // Since the last accepted heartbeat was sent.
+    const silentMs = Math.round(now - this.leaseUntil + LEASE_MS);
     this.opts.logger.warn(
-      { silentMs: Math.round(now - this.leaseUntil + LEASE_MS) },
-      `this node's lease ran out: NATS accepted no heartbeat of it for ${Math.round(now - this.leaseUntil + LEASE_MS)} ms; it stops serving its sessions until it does`,
+      { silentMs },
+      `this node's lease ran out: NATS accepted no heartbeat of it for ${silentMs} ms; it stops serving its sessions until it does`,
     );
-    this.opts.leaseLost?.(now - this.leaseUntil + LEASE_MS);
+    this.opts.leaseLost?.();
     return false;
   }
 

@@ -174,11 +174,7 @@ export class SessionRegistry {
 
   /** Closes the session's connection with 0x8E Session taken over [MQTT-3.1.4-3] (v3: closed), reported as a kick. */
   disconnectTaken(session: Session, reason: string): void {
-    const taken = session.link as TakenConnection | undefined;
-    if (taken === undefined) return;
-    taken.closeCause = 'reported';
-    this.host.emit('kicked', session.client, { remoteAddress: taken.origin.remoteAddress, reason });
-    taken.disconnect(RC.SessionTakenOver);
+    this.kick(session, session.link as TakenConnection | undefined, reason, RC.SessionTakenOver);
   }
 
   /**
@@ -188,10 +184,15 @@ export class SessionRegistry {
   cutOff(session: Session, reason: string): void {
     const taken = session.link as TakenConnection | undefined;
     session.detach();
+    this.kick(session, taken, reason, RC.ServerBusy);
+  }
+
+  /** Closes `taken` with `reasonCode`, reported as a kick (no disconnect event of its own). */
+  private kick(session: Session, taken: TakenConnection | undefined, reason: string, reasonCode: number): void {
     if (taken === undefined) return;
     taken.closeCause = 'reported';
     this.host.emit('kicked', session.client, { remoteAddress: taken.origin.remoteAddress, reason });
-    taken.disconnect(RC.ServerBusy);
+    taken.disconnect(reasonCode);
   }
 
   create(client: ClientInfo, expirySeconds: number): Session {
