@@ -45,6 +45,21 @@ async function client(node: BrokerNode, clientId: string, opts: { username?: str
   return c;
 }
 
+/** Waits until every gauge of `names` reads 1 on every node at each look for `forMs` in a row. */
+async function steady(nodes: readonly BrokerNode[], names: readonly string[], forMs: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let since: number | undefined;
+  while (Date.now() < deadline) {
+    const values = await Promise.all(nodes.flatMap((n) => names.map((name) => metric(n, name))));
+    if (values.every((v) => v === 1)) {
+      since ??= Date.now();
+      if (Date.now() - since >= forMs) return;
+    } else since = undefined;
+    await sleep(100);
+  }
+  throw new Error(`${names.join(', ')} not steadily 1 on every node within ${timeoutMs} ms`);
+}
+
 /** Subscribes on B and waits until A knows B's routes grew by `more`. */
 async function subscribeOnB(c: MqttClient, filter: string, opts: { qos: 0 | 1 | 2; nl?: boolean }, more = 1): Promise<void> {
   const before = await metric(a, 'cluster_routes');
@@ -201,7 +216,9 @@ describe('cross-node delivery (2 nodes, 1 NATS server)', () => {
     try {
       const kv = await nc.jetstream().views.kv('bifro_routes');
       const mine: string[] = [];
-      for await (const key of await kv.keys('node-b.>')) {
+      const keys: string[] = [];
+      for await (const key of await kv.keys('node-b.>')) keys.push(key);
+      for (const key of keys) {
         const e = await kv.get(key);
         if (e !== null && (e.json() as { filter: string }).filter === 'heal/#') mine.push(key);
       }
@@ -279,5 +296,33 @@ describe('cross-node delivery (2 nodes, 1 NATS server)', () => {
     const { client: back, messages } = await connectCollecting(b.proc.port, { clientId: 'keeper', protocolVersion: 5, ...persistent });
     clients.push(back);
     expect((await messages.waitFor(1)).map((m) => m.payload.toString())).toEqual(['queued']);
+  }, 40_000);
+
+  it('refuses QoS 1/2 while its routes are unconfirmed (NATS gone and back), accepts them once its probe came back, and routes reach fresh subscribers', async () => {
+    const pub = await client(a, 'unconfirmed-pub');
+    const refusedBefore = await metric(a, 'cluster_unconfirmed_refused_total');
+    expect(await metric(a, 'cluster_routes_confirmed')).toBe(1);
+    await nats.servers[0]!.kill9();
+    await waitForMetric(a, 'cluster_routes_confirmed', (v) => v === 0, 5000);
+    // A topic no node subscribes to: refused all the same, the table cannot be trusted to know that.
+    const ack = await withTimeout(
+      new Promise<(Error & { code?: number }) | undefined>((resolve) =>
+        pub.publish('nobody/here', 'refused', { qos: 1 }, (err) => resolve(err as (Error & { code?: number }) | undefined)),
+      ),
+      5000,
+      'the PUBACK',
+    );
+    expect(ack?.code).toBe(0x80);
+    expect(await metric(a, 'cluster_unconfirmed_refused_total')).toBe(refusedBefore + 1);
+    await nats.servers[0]!.restart();
+    // NATS may take longer than the lease (7 s) to come back with JetStream: then the nodes also
+    // cut off their sessions and confirm their routes once more after taking the lease again.
+    await steady([a, b], ['cluster_lease_held', 'cluster_routes_confirmed'], 2000, 20_000);
+    expect(a.proc.output()).toMatch(/routes confirmed after \d+ ms \(the NATS connection was lost\)/);
+    const fresh = await client(b, 'after-heal');
+    const got = collect(fresh);
+    await subscribeOnB(fresh, 'healed/#', { qos: 1 });
+    await publish(await client(a, 'after-heal-pub'), 'healed/x', 'after', { qos: 1 });
+    expect((await got.waitFor(1)).map((m) => m.payload.toString())).toEqual(['after']);
   }, 40_000);
 });

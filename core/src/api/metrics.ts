@@ -347,6 +347,27 @@ export function brokerRegistry(ctx: ApiContext): { registry: Registry; scrape():
     [],
     (put) => put({}, ctx.nodes.traffic().routesMended),
   );
+  metric(
+    'gauge',
+    'cluster_lease_held',
+    '1 while this node holds its lease (NATS accepted a heartbeat of it within 7 s) and serves sessions; 0 while it does not.',
+    [],
+    (put) => put({}, ctx.nodes.traffic().leaseHeld ? 1 : 0),
+  );
+  metric(
+    'gauge',
+    'cluster_routes_confirmed',
+    "1 while this node's route table is confirmed current; 0 after a NATS outage, a new watch or a lapsed lease until it is (QoS 1/2 publishes are refused meanwhile).",
+    [],
+    (put) => put({}, ctx.nodes.traffic().routesConfirmed ? 1 : 0),
+  );
+  metric(
+    'counter',
+    'cluster_unconfirmed_refused_total',
+    'QoS 1/2 publishes refused because the route table was not confirmed current.',
+    [],
+    (put) => put({}, ctx.nodes.traffic().unconfirmedRefused),
+  );
   metric('gauge', 'cluster_routes', 'Routes of other nodes this node knows of, one per (node, tenant, filter).', [], (put) =>
     put({}, ctx.nodes.traffic().routes),
   );

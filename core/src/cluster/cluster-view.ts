@@ -77,7 +77,16 @@ export interface RunningCluster extends ClusterView {
 
 /** A standalone broker as a one-node view: not connected, itself the only node. */
 export function standaloneView(nodeId: string, record: () => NodeRecord, clock: () => number): ClusterView {
-  const none: ClusterTraffic = { forwarded: 0, received: 0, forwardFailures: 0, routes: 0, routesMended: 0 };
+  const none: ClusterTraffic = {
+    forwarded: 0,
+    received: 0,
+    forwardFailures: 0,
+    routes: 0,
+    routesMended: 0,
+    routesConfirmed: true,
+    unconfirmedRefused: 0,
+    leaseHeld: true,
+  };
   return {
     clustered: false,
     nodeId,
@@ -99,6 +108,12 @@ export interface ClusterTraffic {
   readonly routes: number;
   /** This node's routes written again because they were missing from the bucket (deleted by another node, or found by the reconcile). */
   readonly routesMended: number;
+  /** This node's route table is confirmed current (always, standalone): QoS 1/2 is accepted. */
+  readonly routesConfirmed: boolean;
+  /** QoS 1/2 publishes refused while the route table was unconfirmed. */
+  readonly unconfirmedRefused: number;
+  /** This node holds its lease (always, standalone): it serves sessions (docs/cluster.md § Leases). */
+  readonly leaseHeld: boolean;
 }
 
 /**

@@ -44,6 +44,8 @@ export interface ForwarderOptions {
   readonly routes: RouteTable;
   /** Whether a node is alive in membership. */
   alive(nodeId: string): boolean;
+  /** Whether the route table is confirmed current (RouteConfirmation): QoS 1/2 is refused while not. */
+  routesCurrent(): boolean;
   readonly deliver: DeliverReceived;
   readonly logger: Logger;
   readonly clock: () => number;
@@ -58,6 +60,8 @@ export class Forwarder {
   forwarded = 0;
   received = 0;
   failures = 0;
+  /** QoS 1/2 publishes refused because the route table was not confirmed current. */
+  unconfirmedRefused = 0;
   private nc: NatsConnection | undefined;
   private sub: Subscription | undefined;
   private readonly batches = new Map<string, Batch>();
@@ -98,7 +102,16 @@ export class Forwarder {
     here: boolean[] | undefined,
   ): number {
     const routes = this.opts.routes;
-    if (this.nc === undefined || !routes.has(tenantId)) return 0;
+    // A node that never reached NATS serves alone (docs/cluster.md § While NATS is away).
+    if (this.nc === undefined) return 0;
+    if (msg.qos > 0 && waiter !== undefined && !this.opts.routesCurrent()) {
+      // A route missing from the table would make this an acknowledgement for nobody [docs/cluster.md § Routes that heal].
+      this.unconfirmedRefused++;
+      waiter.hold();
+      waiter.fail(new Error("this node's routes are not confirmed current (after a NATS outage, a new watch or a lapsed lease)"));
+      return 0;
+    }
+    if (!routes.has(tenantId)) return 0;
     if (routes.hasGroups(tenantId)) return this.forwardShared(tenantId, msg, waiter, groups, here);
     let encoded: Buffer | undefined;
     let count = 0;

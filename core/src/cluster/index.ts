@@ -12,6 +12,7 @@ import { Forwarder, type DeliverReceived } from './forwarder';
 import { knownServers, Membership } from './membership';
 import { NatsLink } from './nats-connection';
 import { nodeToken, ROUTES_BUCKET, RouteTable, RouteWriter } from './routes';
+import { RouteConfirmation } from './route-confirmation';
 import { SessionOwners } from './session-owners';
 import { ClusterUsage, type UsageSource } from './usage';
 
@@ -68,8 +69,14 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
     load: opts.load,
     logger,
     draining: opts.draining,
-    leaseLost: () => owners.fence(),
-    leaseTaken: () => owners.leaseTaken(),
+    leaseLost: () => {
+      confirmation.lose('this node lost its lease');
+      owners.fence();
+    },
+    leaseTaken: () => {
+      confirmation.confirm();
+      owners.leaseTaken();
+    },
     left: (node) => {
       usage?.nodeLeft(node);
       void owners
@@ -102,10 +109,14 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
         });
   const table = new RouteTable(opts.nodeId, opts.newIndex, logger);
   const writer = new RouteWriter(opts.nodeId, opts.localRoutes, logger);
+  const confirmation = new RouteConfirmation(opts.nodeId, writer, logger, opts.clock, () => {
+    if (current !== undefined) reopen ??= setTimeout(() => void openRoutes(current!), 0);
+  });
   const forwarder = new Forwarder({
     nodeId: opts.nodeId,
     routes: table,
     alive: (node) => membership.isAlive(node),
+    routesCurrent: () => confirmation.current,
     deliver: opts.deliver,
     logger,
     clock: opts.clock,
@@ -114,6 +125,7 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
   let reopen: NodeJS.Timeout | undefined;
   let generation = 0;
   let routesKv: KV | undefined;
+  let routesWatch: { stop(): void } | undefined;
 
   /** A departed node's sessions all have new owners: its routes go, so nothing waits on them any more. */
   const purgeRoutes = async (node: string): Promise<void> => {
@@ -121,7 +133,10 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
     if (kv === undefined) return;
     let purged = 0;
     try {
-      for await (const key of await kv.keys(`${nodeToken(node)}.>`)) {
+      // Listed first: a keys() iteration with awaited calls inside ends after the first key (nats.js 2.29).
+      const keys: string[] = [];
+      for await (const key of await kv.keys(`${nodeToken(node)}.>`)) keys.push(key);
+      for (const key of keys) {
         await kv.delete(key);
         purged++;
       }
@@ -150,7 +165,10 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
       const replicas = Math.min(opts.cluster.replicas, knownServers(nc));
       const kv: KV = await nc.jetstream().views.kv(ROUTES_BUCKET, { history: 1, replicas });
       routesKv = kv;
+      confirmation.lose('a new watch of the routes');
+      routesWatch?.stop();
       const entries = await kv.watch();
+      routesWatch = entries;
       table.clear();
       void (async () => {
         try {
@@ -158,14 +176,17 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
             if (stopped || mine !== generation) break;
             table.apply(e);
             writer.observed(e);
+            confirmation.observed(e);
           }
         } catch (err) {
           if (stopped || mine !== generation) return;
           logger.warn({ err: describeError(err) }, `the watch of ${ROUTES_BUCKET} ended; watching again`);
+          confirmation.lose(`the watch of ${ROUTES_BUCKET} ended`);
           reopen ??= setTimeout(() => void openRoutes(nc), REOPEN_MS);
         }
       })();
       await writer.attach(kv);
+      confirmation.attach(kv);
     } catch (err) {
       if (stopped) return;
       logger.warn({ err: describeError(err) }, `cannot open the NATS KV bucket ${ROUTES_BUCKET}; retrying`);
@@ -197,15 +218,21 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
       },
     });
   };
-  const link = new NatsLink(opts.cluster, opts.nodeId, logger, (nc) => {
-    current = nc;
-    serveDrain(nc);
-    membership.attach(nc);
-    forwarder.attach(nc);
-    void openRoutes(nc);
-    void openSessions(nc);
-    void usage?.attach(nc);
-  });
+  const link = new NatsLink(
+    opts.cluster,
+    opts.nodeId,
+    logger,
+    (nc) => {
+      current = nc;
+      serveDrain(nc);
+      membership.attach(nc);
+      forwarder.attach(nc);
+      void openRoutes(nc);
+      void openSessions(nc);
+      void usage?.attach(nc);
+    },
+    (up) => (up ? confirmation.confirm() : confirmation.lose('the NATS connection was lost')),
+  );
   logger.info(
     { servers: opts.cluster.servers, node: opts.nodeId },
     `cluster mode: node ${opts.nodeId}, NATS ${opts.cluster.servers.join(', ')}`,
@@ -221,6 +248,9 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
       forwardFailures: forwarder.failures,
       routes: table.size,
       routesMended: writer.mended,
+      routesConfirmed: confirmation.current,
+      unconfirmedRefused: forwarder.unconfirmedRefused,
+      leaseHeld: membership.holdsLease(),
     }),
     forward: (tenantId, msg, waiter, groups, here) => forwarder.forward(tenantId, msg, waiter, groups, here),
     sessions: owners,
@@ -237,6 +267,8 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
       stopped = true;
       if (reopen !== undefined) clearTimeout(reopen);
       writer.stop();
+      confirmation.stop();
+      routesWatch?.stop();
       forwarder.stop();
       drainSub?.unsubscribe();
       usage?.stop();

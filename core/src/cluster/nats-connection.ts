@@ -59,6 +59,8 @@ export class NatsLink {
     private readonly nodeId: string,
     private readonly logger: Logger,
     private readonly onConnected: (nc: NatsConnection) => void,
+    /** The connection was lost (false) or came back (true) after the first connect. */
+    private readonly onStatus: (up: boolean) => void,
   ) {
     this.servers = cluster.servers.join(', ');
     void this.attempt();
@@ -103,9 +105,11 @@ export class NatsLink {
       if (s.type === Events.Disconnect) {
         this.up = false;
         if (!this.closed) this.logger.warn({ server }, `disconnected from NATS ${server}; reconnecting`);
+        this.onStatus(false);
       } else if (s.type === Events.Reconnect) {
         this.up = true;
         this.logger.info({ server }, `reconnected to NATS ${server}`);
+        this.onStatus(true);
       } else if (s.type === Events.Error) {
         this.logger.warn({ server: nc.getServer(), err: server }, `NATS error on ${nc.getServer()}: ${server}`);
       } else if (s.type === DebugEvents.Reconnecting) {

@@ -19,6 +19,20 @@ export const RECONCILE_MS = 30_000;
 /** Deletes of this node's keys seen within this long are mended together. */
 const GATHER_MS = 100;
 
+/**
+ * A node's probe key in the bucket (`<node>.probe`, two tokens where a route key has three): the
+ * node puts a fresh value there and waits for it to come back through its watch, which then has
+ * delivered everything written before it (docs/cluster.md § Routes that heal).
+ */
+export function probeKey(nodeId: string): string {
+  return `${nodeToken(nodeId)}.probe`;
+}
+
+/** Whether a key of the bucket is a node's probe key, not a route. */
+export function isProbeKey(key: string): boolean {
+  return key.endsWith('.probe') && key.indexOf('.') === key.length - '.probe'.length;
+}
+
 /** What a key of the bucket stands for (its value, JSON). */
 export interface RouteRecord {
   readonly node: string;
@@ -84,6 +98,8 @@ export class RouteWriter {
   private gather: NodeJS.Timeout | undefined;
   /** Routes written again because they were missing from the bucket, since the start. */
   mended = 0;
+  /** Callers of {@link reconcile} waiting for the writes it started. */
+  private writeWaiters: ((ok: boolean) => void)[] = [];
 
   constructor(
     private readonly nodeId: string,
@@ -108,7 +124,7 @@ export class RouteWriter {
   /** The bucket is open: keys of this node left from a previous run go, then every route is written. */
   async attach(kv: KV): Promise<void> {
     const leftover: string[] = [];
-    for await (const key of await kv.keys(`${nodeToken(this.nodeId)}.>`)) if (!this.wanted.has(key)) leftover.push(key);
+    for await (const key of await kv.keys(`${this.prefix}>`)) if (!this.wanted.has(key) && !isProbeKey(key)) leftover.push(key);
     for (const key of leftover) await kv.delete(key);
     if (leftover.length > 0) this.logger.info({ keys: leftover.length }, `deleted ${leftover.length} routes of this node's previous run`);
     for (const key of this.wanted.keys()) this.dirty.add(key);
@@ -132,26 +148,44 @@ export class RouteWriter {
     }, GATHER_MS);
   }
 
-  /** Lists this node's keys in the bucket; writes the routes missing there, deletes the keys it no longer serves. */
-  async reconcile(): Promise<void> {
+  /**
+   * Lists this node's keys in the bucket; writes the routes missing there, deletes the keys it no
+   * longer serves. Resolves true once the bucket holds exactly what this node serves (as of the
+   * listing), false when it could not list or write.
+   */
+  async reconcile(): Promise<boolean> {
     const kv = this.kv;
-    if (kv === undefined || this.stopped) return;
+    if (kv === undefined || this.stopped) return false;
     const present = new Set<string>();
     try {
-      for await (const key of await kv.keys(`${this.prefix}>`)) present.add(key);
+      for await (const key of await kv.keys(`${this.prefix}>`)) if (!isProbeKey(key)) present.add(key);
     } catch (err) {
       this.warnings.report(
         '',
         { err: describeError(err) },
         `cannot list this node's routes in ${ROUTES_BUCKET}; trying again in ${RECONCILE_MS / 1000} s`,
       );
-      return;
+      return false;
     }
     const missing = [...this.wanted.keys()].filter((k) => !present.has(k) && !this.dirty.has(k));
     const stale = [...present].filter((k) => !this.wanted.has(k) && !this.dirty.has(k));
     for (const key of stale) this.dirty.add(key);
     if (missing.length > 0) this.mend(missing, 'missing from the bucket');
     else if (stale.length > 0) void this.pump();
+    return this.written();
+  }
+
+  /** Resolves true when every pending write is done, false when one failed (it is retried). */
+  private written(): Promise<boolean> {
+    if (this.dirty.size === 0 && !this.writing) return Promise.resolve(true);
+    return new Promise((resolve) => this.writeWaiters.push(resolve));
+  }
+
+  private settle(ok: boolean): void {
+    if (ok && this.dirty.size > 0) return;
+    const waiters = this.writeWaiters;
+    this.writeWaiters = [];
+    for (const w of waiters) w(ok);
   }
 
   private mend(keys: readonly string[], why: string): void {
@@ -168,6 +202,7 @@ export class RouteWriter {
     const kv = this.kv;
     if (kv === undefined || this.writing || this.stopped) return;
     this.writing = true;
+    let ok = true;
     try {
       for (const key of this.dirty) {
         this.dirty.delete(key);
@@ -176,6 +211,7 @@ export class RouteWriter {
           if (route !== undefined) await kv.put(key, JSON.stringify(route));
           else await kv.delete(key);
         } catch (err) {
+          ok = false;
           if (this.stopped) return;
           this.dirty.add(key);
           this.warnings.report('', { err: describeError(err), key }, `cannot write a route to ${ROUTES_BUCKET}; retrying`);
@@ -188,6 +224,7 @@ export class RouteWriter {
       }
     } finally {
       this.writing = false;
+      this.settle(ok);
     }
   }
 
@@ -197,6 +234,7 @@ export class RouteWriter {
     if (this.reconciler !== undefined) clearInterval(this.reconciler);
     if (this.gather !== undefined) clearTimeout(this.gather);
     this.warnings.stop();
+    this.settle(false);
   }
 }
 
@@ -311,6 +349,7 @@ export class RouteTable {
   }
 
   apply(e: Pick<KvEntry, 'key' | 'operation' | 'json'>): void {
+    if (isProbeKey(e.key)) return;
     if (e.operation !== 'PUT') {
       this.remove(e.key);
       return;
@@ -398,12 +437,12 @@ export class RouteTable {
     this.tenants.clear();
   }
 
-  /** Whether any other node has a route in the tenant (the cheap check before a match). */
   /** Whether `nodeId` (a live node or not) has a route of this exact (tenant, filter). */
   hasRoute(nodeId: string, tenantId: string, filter: string): boolean {
     return this.byKey.has(routeKey(nodeId, tenantId, filter));
   }
 
+  /** Whether any other node has a route in the tenant (the cheap check before a match). */
   has(tenantId: string): boolean {
     return this.tenants.has(tenantId);
   }

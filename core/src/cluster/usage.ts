@@ -251,7 +251,10 @@ export class UsagePublisher {
         this.pending.add(tenant);
       }
     }
-    for await (const key of await kv.keys(`${nodeToken(this.nodeId)}.>`)) if (!wanted.has(key)) await kv.delete(key);
+    // Listed first: a keys() iteration with awaited calls inside ends after the first key (nats.js 2.29).
+    const leftover: string[] = [];
+    for await (const key of await kv.keys(`${nodeToken(this.nodeId)}.>`)) if (!wanted.has(key)) leftover.push(key);
+    for (const key of leftover) await kv.delete(key);
     this.kv = kv;
   }
 
