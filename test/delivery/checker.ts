@@ -77,13 +77,29 @@ export interface CheckStats {
   /** Required but missing, within the drops the broker reported. */
   excusedByDrops: number;
   dropsReported: number;
+  /** Acknowledged QoS 1/2 messages a session (a group) was owed and never got, beyond reported drops. */
+  lost: number;
+  /** Deliveries of a QoS 1/2 message to a session beyond its first (QoS 1 may repeat; QoS 2 may not). */
+  duplicates: number;
+  /**
+   * Unavailability, ms of the fault phase and the settle: the union of the times some client
+   * wanted a connection and had no CONNACK (from a connection lost without the client leaving, or
+   * from a failed attempt, to the next CONNACK) and the times a publisher's QoS 1/2 publishes were
+   * refused (from a refusal to its next acceptance).
+   */
+  unavailableMs: number;
+  /** Wills due (cluster will clients), and wills the watcher received. */
+  willsDue: number;
+  willsReceived: number;
 }
 
 export interface CheckResult {
   readonly problems: Problem[];
   readonly stats: CheckStats;
-  /** Required deliveries still missing beyond the reported drops (the drain waits for 0). */
+  /** Required deliveries (and due wills) still missing beyond the reported drops (the drain waits for 0). */
   readonly outstanding: number;
+  /** Due wills not received yet (the drain waits for them longer than for quiet). */
+  readonly willsOutstanding: number;
 }
 
 const DROP_TYPES = new Set(['qos1Dropped', 'qos2Dropped']);
@@ -101,6 +117,27 @@ const LEAVING = new Set(['disconnect', 'drop', 'expire-disconnect', 'expire-drop
 const EXPIRY_EARLY_SLACK_MS = 500;
 const EXPIRY_LATE_SLACK_MS = 2000;
 const MAX_LISTED = 5;
+/** The key of a will payload (`will|<client>|<connection>`, not a message of the schedule). */
+const WILL_KEY = '?will|';
+/**
+ * One owner per session, seen by a client: a PUBLISH read on an older connection this long after
+ * a newer connection's CONNACK was read. The client reads both sockets in one event loop: bytes
+ * the old node wrote before it let go may be read just after the new CONNACK.
+ */
+export const CLIENT_OWNER_SLACK_MS = 100;
+/**
+ * One owner per session, seen by the nodes: a node's events are stamped when emitted, a
+ * disconnect's when the socket closed, which may be a little after the node let the session go.
+ */
+export const NODE_OWNER_SLACK_MS = 100;
+/** A will after a DISCONNECT the client sent is allowed this close to a cluster fault (the node may never have read it). */
+const BYE_FAULT_MS = 12_000;
+/** Node events of a cluster fault: start and end. */
+const FAULT_START = new Set<NodeEvent['type']>(['kill', 'pause', 'partition', 'nats-kill', 'nats-restart']);
+const FAULT_END = new Set<NodeEvent['type']>(['restart', 'resume', 'heal', 'nats-up']);
+/** Broker event groups: a client connected to a node, and one of the ways it left it. */
+const CONNECTED_GROUP = 'clientConnected';
+const DISCONNECTED_GROUP = 'clientDisconnected';
 /** A session that received something this close to the drain was not stalled. */
 const STILL_MS = 900;
 
@@ -122,8 +159,14 @@ class Checker {
     required: 0,
     excusedByDrops: 0,
     dropsReported: 0,
+    lost: 0,
+    duplicates: 0,
+    unavailableMs: 0,
+    willsDue: 0,
+    willsReceived: 0,
   };
   outstanding = 0;
+  willsOutstanding = 0;
 
   constructor(readonly run: RunRecord) {}
 
@@ -133,7 +176,14 @@ class Checker {
     this.checkReceipts();
     this.checkDuplicates();
     this.checkRequired();
-    return { problems: this.problems, stats: this.stats, outstanding: this.outstanding };
+    this.countDuplicates();
+    if (this.run.schedule.cluster !== undefined) {
+      this.checkClientOwners();
+      this.checkNodeOwners();
+      this.checkWills();
+      this.stats.unavailableMs = unavailableMs(this.run);
+    }
+    return { problems: this.problems, stats: this.stats, outstanding: this.outstanding, willsOutstanding: this.willsOutstanding };
   }
 
   private rel(t: number | undefined): string {
@@ -419,6 +469,8 @@ class Checker {
         else g.n++;
       };
       for (const r of inc.recv) {
+        // Wills (cluster schedules) are checked on their own.
+        if (r.msg.startsWith(WILL_KEY)) continue;
         const m = this.messages.get(r.msg);
         if (m === undefined) {
           add({
@@ -701,6 +753,176 @@ class Checker {
     });
   }
 
+  /** QoS 1/2 deliveries beyond the first of a message to one session (the figures; QoS 2 ones are problems above). */
+  private countDuplicates(): void {
+    for (const inc of this.incarnations) {
+      const seen = new Set<string>();
+      for (const d of inc.deliver) {
+        if (d.qos === 0 || d.msg.startsWith(WILL_KEY)) continue;
+        if (seen.has(d.msg)) this.stats.duplicates++;
+        else seen.add(d.msg);
+      }
+    }
+  }
+
+  /**
+   * At most one node serves a session at any moment, seen by its client: once a newer connection
+   * of a client id got its CONNACK, no PUBLISH arrives on an older one (after
+   * {@link CLIENT_OWNER_SLACK_MS} for the client's own read order).
+   */
+  private checkClientOwners(): void {
+    for (const c of this.run.clients) {
+      const connack = new Map<number, number>();
+      const nodeOf = new Map<number, number | undefined>();
+      for (const e of c.events) {
+        if (e.type === 'connect') nodeOf.set(e.conn, e.node);
+        if (e.type === 'connack' && e.reason === 0 && !connack.has(e.conn)) connack.set(e.conn, e.t);
+      }
+      const late: { r: Recv; newer: number; at: number }[] = [];
+      for (const e of c.events) {
+        if (e.type !== 'recv') continue;
+        let newer: { conn: number; at: number } | undefined;
+        for (const [conn, at] of connack)
+          if (conn > e.conn && at < e.t - CLIENT_OWNER_SLACK_MS && (newer === undefined || at < newer.at)) newer = { conn, at };
+        if (newer !== undefined) late.push({ r: e, newer: newer.conn, at: newer.at });
+      }
+      if (late.length === 0) continue;
+      const { r, newer, at } = late[0]!;
+      const inc = this.incarnations.find((i) => i.client === c && i.conns.has(r.conn)) ?? this.incarnations.find((i) => i.client === c);
+      this.problems.push({
+        kind: 'two-owners',
+        summary:
+          `${c.spec.name}: PUBLISH ${r.msg} arrived on connection ${r.conn} (node ${nodeOf.get(r.conn) ?? '?'}) at ${this.rel(r.t)}, ` +
+          `${(r.t - at).toFixed(0)} ms after connection ${newer} (node ${nodeOf.get(newer) ?? '?'}) got its CONNACK: two nodes served the session` +
+          (late.length > 1 ? ` (${late.length} such PUBLISH)` : ''),
+        details: inc !== undefined ? [this.describeSession(inc), ...this.around(inc, at - 2000, r.t + 200)] : [],
+      });
+    }
+  }
+
+  /**
+   * At most one node serves a client id at any moment, seen by the nodes: per node, from its
+   * `clientConnected` event until its connections of the client id are gone (a `clientDisconnected`
+   * group event) or its lease ran out (its log says when), whichever is first; these intervals of
+   * two nodes must not overlap by more than {@link NODE_OWNER_SLACK_MS}.
+   */
+  private checkNodeOwners(): void {
+    const byClient = new Map<string, BrokerEvent[]>();
+    const leases = this.run.broker.filter((e) => e.type === 'leaseLost');
+    for (const e of this.run.broker) {
+      if (e.clientId === undefined || (e.group !== CONNECTED_GROUP && e.group !== DISCONNECTED_GROUP)) continue;
+      byClient.set(e.clientId, [...(byClient.get(e.clientId) ?? []), e]);
+    }
+    for (const [clientId, events] of byClient) {
+      const spans = nodeSpans(events, leases);
+      let found: { a: NodeSpan; b: NodeSpan } | undefined;
+      for (const a of spans)
+        for (const b of spans)
+          if (found === undefined && a.node < b.node && Math.min(a.to, b.to) - Math.max(a.from, b.from) > NODE_OWNER_SLACK_MS)
+            found = { a, b };
+      if (found === undefined) continue;
+      const { a, b } = found;
+      const span = (x: NodeSpan): string =>
+        `node ${x.node} from ${this.rel(x.from)} to ${x.to === Infinity ? 'the end' : this.rel(x.to)}${x.byLease ? ' (its lease ran out)' : ''}`;
+      this.problems.push({
+        kind: 'two-owners',
+        summary: `${clientId}: served by two nodes at once for ${(Math.min(a.to, b.to) - Math.max(a.from, b.from)).toFixed(0)} ms: ${span(a)}, ${span(b)}`,
+        details: events
+          .filter((e) => e.eventTime >= Math.max(a.from, b.from) - 15_000 && e.eventTime <= Math.min(a.to, b.to) + 2000)
+          .slice(0, 20)
+          .map((e) => `  ${this.rel(e.eventTime)} node ${e.node} ${e.type}`)
+          .concat(leases.map((l) => `  ${this.rel(l.eventTime)} node ${l.node} lease ran out`))
+          .concat(this.run.nodes.map((n) => `  ${this.rel(n.t)} ${n.node >= 0 ? `node ${n.node}` : 'NATS'} ${n.type}`)),
+      });
+    }
+  }
+
+  /**
+   * Wills once [MQTT-3.1.2-8, 3.1.2-10, 3.1.3-9]: a will client has one connection and never
+   * resumes its session, so the will of a connection that ended without its DISCONNECT is
+   * published exactly once (after its delay, or when its session ends, whichever is first); after
+   * its DISCONNECT, never, unless a cluster fault was under way (the node may never have read it):
+   * then at most once. The watcher (a persistent QoS 2 subscriber of `will/#`) counts them, and
+   * the nodes' `willDistributed` events must name a client id at most once.
+   */
+  private checkWills(): void {
+    const watcher = this.run.clients.find((c) => c.spec.subscriptions.some((s) => s.filter === 'will/#'));
+    const received = new Map<string, { t: number; conn: number }[]>();
+    for (const e of watcher?.events ?? [])
+      if (e.type === 'deliver' && e.msg.startsWith(WILL_KEY))
+        received.set(e.msg, [...(received.get(e.msg) ?? []), { t: e.t, conn: e.conn }]);
+    const faults = this.faultSpans();
+    for (const c of this.run.clients) {
+      if (c.spec.will === undefined) continue;
+      const name = c.spec.name;
+      const acked = c.events.filter((e) => e.type === 'connack' && e.reason === 0).map((e) => e.conn);
+      const wills = [...received].filter(([k]) => k.startsWith(`${WILL_KEY}${name}|`));
+      const published = this.run.broker.filter((e) => e.type === 'willDistributed' && e.clientId === c.spec.clientId);
+      const details = (): string[] => [
+        ...c.events.map((e) => `  ${this.rel(e.t)} ${name} ${describeEvent(e)}`),
+        ...wills.flatMap(([k, ds]) => ds.map((d) => `  ${this.rel(d.t)} watcher got ${k.slice(1)} on connection ${d.conn}`)),
+        ...published.map((e) => `  ${this.rel(e.eventTime)} node ${e.node} willDistributed`),
+        ...this.run.nodes.map((n) => `  ${this.rel(n.t)} ${n.node >= 0 ? `node ${n.node}` : 'NATS'} ${n.type}`),
+      ];
+      for (const [k, ds] of wills) {
+        this.stats.willsReceived += ds.length;
+        const conn = Number(k.slice(k.lastIndexOf('|') + 1));
+        if (!acked.includes(conn))
+          this.problems.push({
+            kind: 'will',
+            summary: `${name}: a will of connection ${conn}, which never got a CONNACK`,
+            details: details(),
+          });
+        if (ds.length > 1)
+          this.problems.push({
+            kind: 'will',
+            summary: `${name}: the will of connection ${conn} arrived ${ds.length} times`,
+            details: details(),
+          });
+      }
+      if (published.length > 1)
+        this.problems.push({
+          kind: 'will',
+          summary: `${name}: the nodes published its will ${published.length} times (${published.map((e) => `node ${e.node}`).join(', ')})`,
+          details: details(),
+        });
+      const conn = acked[0];
+      if (conn === undefined) continue;
+      const bye = c.events.find((e) => e.type === 'fault' && e.fault === 'bye' && e.conn === conn);
+      const got = received.get(`${WILL_KEY}${name}|${conn}`)?.length ?? 0;
+      if (bye === undefined) {
+        this.stats.willsDue++;
+        if (got === 0) {
+          this.willsOutstanding++;
+          this.outstanding++;
+          this.problems.push({
+            kind: 'will',
+            summary: `${name}: connection ${conn} ended without DISCONNECT and its will never arrived`,
+            details: details(),
+          });
+        }
+      } else if (got > 0 && !faults.some(([from, to]) => bye.t >= from - 1000 && bye.t <= to + BYE_FAULT_MS)) {
+        this.problems.push({
+          kind: 'will',
+          summary: `${name}: its will was published although it sent DISCONNECT (at ${this.rel(bye.t)}) with no cluster fault near`,
+          details: details(),
+        });
+      }
+    }
+  }
+
+  /** The cluster faults of the run: [start, end] (an unfinished one ends at the end of the run). */
+  private faultSpans(): [number, number][] {
+    const spans: [number, number][] = [];
+    const open: number[] = [];
+    for (const n of this.run.nodes) {
+      if (FAULT_START.has(n.type)) open.push(n.t);
+      else if (FAULT_END.has(n.type) && open.length > 0) spans.push([open.shift()!, n.t]);
+    }
+    for (const t of open) spans.push([t, this.run.end]);
+    return spans;
+  }
+
   private report(
     missing: { m: Message; iv: Interval; inc?: Incarnation }[],
     allowance: number,
@@ -713,6 +935,7 @@ class Checker {
       return;
     }
     this.outstanding += missing.length - allowance;
+    this.stats.lost += missing.length - allowance;
     const first = missing.slice(0, MAX_LISTED);
     const details: string[] = [];
     for (const { m, iv, inc } of first) {
@@ -734,6 +957,108 @@ class Checker {
       details,
     });
   }
+}
+
+export interface NodeSpan {
+  readonly node: number;
+  readonly from: number;
+  readonly to: number;
+  /** It ended when the node's lease ran out. */
+  readonly byLease: boolean;
+}
+
+/**
+ * When each node served a client id: from a `clientConnected` event while it had no connection
+ * of it, until it has none again (one `clientDisconnected`-group event per connection), or until
+ * the node's lease ran out (`leaseLost` at the lease's end).
+ */
+export function nodeSpans(events: readonly BrokerEvent[], leases: readonly BrokerEvent[]): NodeSpan[] {
+  const spans: NodeSpan[] = [];
+  const nodes = new Set(events.map((e) => e.node));
+  for (const node of nodes) {
+    const mine = [...events.filter((e) => e.node === node), ...leases.filter((l) => l.node === node)].sort(
+      (a, b) => a.eventTime - b.eventTime,
+    );
+    let open = 0;
+    let from = 0;
+    for (const e of mine) {
+      if (e.type === 'leaseLost') {
+        if (open > 0) spans.push({ node, from, to: e.eventTime, byLease: true });
+        open = 0;
+      } else if (e.group === CONNECTED_GROUP) {
+        if (open === 0) from = e.eventTime;
+        open++;
+      } else if (open > 0) {
+        open--;
+        if (open === 0) spans.push({ node, from, to: e.eventTime, byLease: false });
+      }
+    }
+    if (open > 0) spans.push({ node, from, to: Infinity, byLease: false });
+  }
+  return spans;
+}
+
+/** See {@link CheckStats.unavailableMs}: over [t0, drainStart]. */
+export function unavailableMs(run: RunRecord): number {
+  const spans: [number, number][] = [];
+  for (const c of run.clients) {
+    let down: number | undefined;
+    let current: number | undefined;
+    let leaving = false;
+    const wantsBack = c.spec.will === undefined;
+    let refusedSince: number | undefined;
+    for (const e of c.events) {
+      switch (e.type) {
+        case 'connack':
+          if (e.reason === 0) {
+            if (down !== undefined) spans.push([down, e.t]);
+            down = undefined;
+            current = e.conn;
+            leaving = false;
+          } else down ??= e.t;
+          break;
+        case 'connect-failed':
+          down ??= e.t;
+          break;
+        case 'fault':
+          if (LEAVING.has(e.fault) || e.fault === 'bye') leaving = true;
+          break;
+        case 'close':
+          if (e.conn === current) {
+            current = undefined;
+            if (!leaving && wantsBack) down ??= e.t;
+          }
+          break;
+        case 'ack':
+          if (e.reason >= 0x80) refusedSince ??= e.t;
+          else if (refusedSince !== undefined) {
+            spans.push([refusedSince, e.t]);
+            refusedSince = undefined;
+          }
+          break;
+        default:
+          break;
+      }
+    }
+    if (down !== undefined) spans.push([down, run.drainStart]);
+    if (refusedSince !== undefined) spans.push([refusedSince, run.drainStart]);
+  }
+  const clipped = spans
+    .map(([a, b]): [number, number] => [Math.max(a, run.t0), Math.min(b, run.drainStart)])
+    .filter(([a, b]) => b > a)
+    .sort((x, y) => x[0] - y[0]);
+  let total = 0;
+  let end = -Infinity;
+  for (const [a, b] of clipped) {
+    if (a > end) {
+      total += b - a;
+      end = b;
+    } else if (b > end) {
+      total += b - end;
+      end = b;
+    }
+  }
+  return total;
 }
 
 function splitKey(key: string): [string, number] {

@@ -42,6 +42,12 @@ export interface DriverContext {
 }
 
 const CONNECT_TIMEOUT_MS = 4000;
+/**
+ * On a cluster a CONNECT may wait for the session's previous owner: 3 s for its hand-over, then
+ * until it has been silent 8 s (docs/cluster.md § Sessions). Devices wait longer than that before
+ * they try another node.
+ */
+const CLUSTER_CONNECT_TIMEOUT_MS = 12_000;
 const END_TIMEOUT_MS = 2000;
 /** Bytes waiting in the socket above which a publisher waits. */
 const WRITE_BACKLOG = 64 * 1024;
@@ -60,6 +66,11 @@ export class ClientDriver {
   private readonly confirmed = new Set<string>();
   private readonly unsubPending = new Set<string>();
   private slow = false;
+  /** The node it connects to next: its spec's, then the next one after each failed attempt (cluster). */
+  private node: number;
+  private readonly connectTimeoutMs: number;
+  /** A will client had its one connection. */
+  private hadConnack = false;
   // Publishing
   private publishing = false;
   private publishLoop: Promise<void> | undefined;
@@ -77,6 +88,8 @@ export class ClientDriver {
     this.record = { spec, events: [] };
     this.store = spec.persistent ? new LastingStore() : undefined;
     for (const s of spec.subscriptions) this.desired.set(s.filter, s);
+    this.node = spec.node;
+    this.connectTimeoutMs = ctx.target.nodeCount > 1 ? CLUSTER_CONNECT_TIMEOUT_MS : CONNECT_TIMEOUT_MS;
   }
 
   private push(e: ClientEvent): void {
@@ -195,7 +208,7 @@ export class ClientDriver {
 
   /** Lets a reconnect that is under way finish first (bounded). */
   private async settle(): Promise<void> {
-    if (this.connecting !== undefined) await within(this.connecting, CONNECT_TIMEOUT_MS + 1000);
+    if (this.connecting !== undefined) await within(this.connecting, this.connectTimeoutMs + 1000);
   }
 
   /** Reading and acknowledging again: the held acknowledgements go out. */
@@ -231,6 +244,8 @@ export class ClientDriver {
     await this.settle();
     this.wantOnline = false;
     this.current = undefined;
+    // A will client says goodbye: its will is not due (unless its node never reads the DISCONNECT).
+    if (this.spec.will !== undefined && [...this.conns].some((c) => c.connected && !c.closed)) this.mark('bye');
     await Promise.all([...this.conns].map((c) => this.end(c)));
   }
 
@@ -241,6 +256,8 @@ export class ClientDriver {
     if (this.current !== undefined) return Promise.resolve(true);
     if (this.connecting !== undefined) return this.connecting;
     if (!this.wantOnline) return Promise.resolve(false);
+    // A will client's one connection is gone: it stays away, so its will is due.
+    if (this.spec.will !== undefined && this.hadConnack) return Promise.resolve(false);
     const attempt = this.connectLoop();
     this.connecting = attempt;
     void attempt.finally(() => {
@@ -253,6 +270,8 @@ export class ClientDriver {
     while (Date.now() < this.ctx.deadline) {
       const conn = await this.connectOnce();
       if (conn !== undefined) return true;
+      // A fleet tries the next node when one does not let it in (down, paused, without its lease).
+      if (this.ctx.target.nodeCount > 1) this.node = (this.node + 1) % this.ctx.target.nodeCount;
       await sleep(100);
     }
     return false;
@@ -260,13 +279,14 @@ export class ClientDriver {
 
   /** One connection attempt; the connection when CONNACK accepted it. */
   private async connectOnce(): Promise<Conn | undefined> {
-    const port = this.ctx.target.port(this.spec.node);
+    const node = this.node;
+    const port = this.ctx.target.port(node);
     if (port === undefined) return undefined;
     const spec = this.spec;
     const id = ++this.connSeq;
     const clean = !spec.persistent;
     const properties: NonNullable<IClientOptions['properties']> = {};
-    if (spec.version === 5 && spec.persistent) properties.sessionExpiryInterval = spec.expirySeconds;
+    if (spec.version === 5 && (spec.persistent || spec.expirySeconds > 0)) properties.sessionExpiryInterval = spec.expirySeconds;
     if (spec.version === 5 && spec.receiveMaximum !== undefined) properties.receiveMaximum = spec.receiveMaximum;
     const options: IClientOptions = {
       host: '127.0.0.1',
@@ -276,14 +296,26 @@ export class ClientDriver {
       protocolVersion: spec.version,
       clean,
       reconnectPeriod: 0,
-      connectTimeout: CONNECT_TIMEOUT_MS,
-      keepalive: 30,
+      connectTimeout: this.connectTimeoutMs,
+      // On a cluster a short keep alive, so a client of a paused node notices and fails over.
+      keepalive: this.ctx.target.nodeCount > 1 ? 10 : 30,
       resubscribe: false,
       queueQoSZero: false,
       ...(this.store !== undefined ? { incomingStore: this.store } : {}),
       ...(spec.version === 5 ? { properties } : {}),
+      ...(spec.will !== undefined
+        ? {
+            will: {
+              topic: `will/${spec.name}`,
+              payload: Buffer.from(`will|${spec.name}|${id}`),
+              qos: 2 as const,
+              retain: false,
+              properties: { willDelayInterval: spec.will.delaySeconds },
+            },
+          }
+        : {}),
     };
-    this.push({ t: now(), conn: id, type: 'connect', clean });
+    this.push({ t: now(), conn: id, type: 'connect', clean, ...(this.ctx.target.nodeCount > 1 ? { node } : {}) });
     const client = mqtt.connect(options);
     let closed: () => void = () => undefined;
     const conn: Conn = {
@@ -332,7 +364,7 @@ export class ClientDriver {
       closed();
       outcome(false);
     });
-    const timer = setTimeout(() => outcome(false), CONNECT_TIMEOUT_MS + 500);
+    const timer = setTimeout(() => outcome(false), this.connectTimeoutMs + 500);
     const ok = await result;
     clearTimeout(timer);
     if (!ok) {
@@ -342,6 +374,7 @@ export class ClientDriver {
     }
     const old = this.current;
     this.current = conn;
+    this.hadConnack = true;
     if (old !== undefined && old !== conn && !old.closed) old.client.end(true);
     return conn;
   }

@@ -34,7 +34,9 @@ export function readCorpus(dir = CORPUS_DIR): { file: string; entry: CorpusEntry
     });
 }
 
-export function reproduceCommand(s: Pick<Schedule, 'seed' | 'index' | 'storage'>): string {
+export function reproduceCommand(s: Pick<Schedule, 'seed' | 'index' | 'storage' | 'cluster'>): string {
+  if (s.cluster !== undefined)
+    return `BIFRO_CHECK_SEED=${s.seed}:${s.index} BIFRO_CHECK_NODES=${s.cluster.nodes} BIFRO_CHECK_NATS=${s.cluster.natsServers} BIFRO_CHECK_MAX_FAULT_SECONDS=${s.cluster.maxFaultMs / 1000} npx jest test/e2e/53-cluster-delivery-checker.test.ts  (or: npm run check:delivery -- --cluster --nodes ${s.cluster.nodes} --nats ${s.cluster.natsServers} --max-fault-seconds ${s.cluster.maxFaultMs / 1000} --seed ${s.seed}:${s.index})`;
   return `BIFRO_CHECK_SEED=${s.seed}:${s.index} BIFRO_CHECK_STORAGE=${s.storage} npx jest test/e2e/49-delivery-checker.test.ts  (or: npm run check:delivery -- --seed ${s.seed}:${s.index} --storage ${s.storage})`;
 }
 

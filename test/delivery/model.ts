@@ -7,7 +7,8 @@
 export type QoS = 0 | 1 | 2;
 /** MQTT protocol level: 4 = 3.1.1, 5 = 5.0. */
 export type Version = 4 | 5;
-export type StorageKind = 'level' | 'memory';
+/** `nats`: the cluster target's storage-nats (a cluster schedule). */
+export type StorageKind = 'level' | 'memory' | 'nats';
 
 /** One subscription a client asks for. `filter` may start with `$share/<g>/` or `$oshare/<g>/`. */
 export interface SubSpec {
@@ -44,6 +45,11 @@ export interface ClientSpec {
   readonly receiveMaximum?: number;
   readonly subscriptions: readonly SubSpec[];
   readonly publish?: PublishSpec;
+  /**
+   * A will client (cluster schedules): v5, one connection with a will on `will/<name>` (QoS 2,
+   * payload `will|<name>|<connection>`), never connecting again once that connection is gone.
+   */
+  readonly will?: { readonly delaySeconds: number };
 }
 
 /** Something a client does at `at` ms after the start of the fault phase. */
@@ -67,7 +73,15 @@ export type NodeAction =
    * Inbox appends are acknowledged and dropped for `forMs`: a broken broker. Never generated; the
    * self-test of test/e2e/49 uses it to see the checker fail.
    */
-  | { readonly at: number; readonly kind: 'storage-lose'; readonly node: number; readonly forMs: number };
+  | { readonly at: number; readonly kind: 'storage-lose'; readonly node: number; readonly forMs: number }
+  /** Cluster: SIGSTOP of a node, SIGCONT after `forMs`. */
+  | { readonly at: number; readonly kind: 'pause'; readonly node: number; readonly forMs: number }
+  /** Cluster: the node cut off from every NATS server by its proxies for `forMs`. */
+  | { readonly at: number; readonly kind: 'partition'; readonly node: number; readonly forMs: number }
+  /** Cluster: `kill -9` of NATS server `server`, started again after `downMs`. */
+  | { readonly at: number; readonly kind: 'nats-kill'; readonly node: -1; readonly server: number; readonly downMs: number }
+  /** Cluster: every NATS server killed (`kill -9`) and started again after `downMs`. */
+  | { readonly at: number; readonly kind: 'nats-restart'; readonly node: -1; readonly downMs: number };
 
 export interface Schedule {
   readonly seed: number;
@@ -83,6 +97,8 @@ export interface Schedule {
   readonly clients: readonly ClientSpec[];
   readonly actions: readonly ClientAction[];
   readonly nodeActions: readonly NodeAction[];
+  /** A cluster schedule: the target it runs on (absent: the single-node target). */
+  readonly cluster?: { readonly nodes: number; readonly natsServers: number; readonly maxFaultMs: number };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -90,7 +106,8 @@ export interface Schedule {
 
 /** What one client saw and did; `t` is ms since the epoch (Date.now()), `conn` numbers its connections from 1. */
 export type ClientEvent =
-  | { readonly t: number; readonly conn: number; readonly type: 'connect'; readonly clean: boolean }
+  /** `node`: the node it connects to (cluster targets, where clients fail over). */
+  | { readonly t: number; readonly conn: number; readonly type: 'connect'; readonly clean: boolean; readonly node?: number }
   | { readonly t: number; readonly conn: number; readonly type: 'connack'; readonly sessionPresent: boolean; readonly reason: number }
   | { readonly t: number; readonly conn: number; readonly type: 'connect-failed'; readonly error: string }
   | { readonly t: number; readonly conn: number; readonly type: 'subscribe'; readonly op: number; readonly subs: readonly SubSpec[] }
@@ -146,8 +163,23 @@ export interface ClientRecord {
 /** A fault of a node as the runner carried it out. */
 export interface NodeEvent {
   readonly t: number;
+  /** The node, or -1 for the NATS servers. */
   readonly node: number;
-  readonly type: 'kill' | 'restart' | 'storage-fail' | 'storage-lose' | 'storage-ok';
+  readonly type:
+    | 'kill'
+    | 'restart'
+    | 'storage-fail'
+    | 'storage-lose'
+    | 'storage-ok'
+    | 'pause'
+    | 'resume'
+    | 'partition'
+    | 'heal'
+    | 'nats-kill'
+    | 'nats-restart'
+    | 'nats-up';
+  /** For NATS events: which server (absent: all). */
+  readonly server?: number;
 }
 
 /** An event line of @bifro/plugin-events-log (only the fields the checker uses). */
@@ -159,6 +191,8 @@ export interface BrokerEvent {
   readonly eventTime: number;
   readonly topic?: string;
   readonly reason?: string;
+  /** The event's group (`clientConnected`, `clientDisconnected`, `session`...). */
+  readonly group?: string;
 }
 
 /** Everything a run of one schedule left behind. */
@@ -196,7 +230,10 @@ export interface Problem {
     | 'session-present'
     | 'drain'
     | 'stalled'
-    | 'broker';
+    | 'broker'
+    | 'two-owners'
+    | 'will'
+    | 'routes';
   /** One line: what is wrong. */
   readonly summary: string;
   /** What the clients saw around it. */

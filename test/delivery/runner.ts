@@ -1,11 +1,13 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
+import mqtt, { type MqttClient } from 'mqtt';
 import { checkRun, type CheckResult, type CheckStats } from './checker';
 import { ClientDriver } from './client-driver';
-import { now, sleep } from './clock';
+import { now, sleep, within } from './clock';
 import { readCorpus, reproduceCommand, writeCorpusEntry, type CorpusEntry } from './corpus';
 import type { NodeAction, NodeEvent, Problem, RunRecord, Schedule, StorageKind } from './model';
-import { generateSchedule, summarize } from './schedule';
+import { generateSchedule, summarize, type ClusterGenerateOptions } from './schedule';
+import { ClusterTarget } from './cluster-target';
 import { SingleNodeTarget, type Target } from './target';
 
 /**
@@ -20,6 +22,8 @@ import { SingleNodeTarget, type Target } from './target';
 const SETUP_MS = 8000;
 const DRAIN_MAX_MS = 45_000;
 const DRAIN_QUIET_MS = 1500;
+/** While a due will has not arrived: a departed node's wills come 10-15 s after it went silent. */
+const WILL_QUIET_MS = 20_000;
 /** The settle before the drain ends after this long without a client event. */
 const SETTLE_QUIET_MS = 1000;
 const SETTLE_MAX_MS = 6000;
@@ -47,21 +51,150 @@ async function runNodeActions(
     const wait = t0 + a.at - Date.now();
     if (wait > 0) await sleep(wait);
     if (Date.now() >= faultEnd - 100) return;
-    if (a.kind === 'kill') {
-      log.push({ t: now(), node: a.node, type: 'kill' });
-      await target.kill(a.node);
-      await sleep(a.downMs);
-      await target.restart(a.node);
-      log.push({ t: now(), node: a.node, type: 'restart' });
-    } else {
-      const fault = a.kind === 'storage-fail' ? 'fail' : 'lose';
-      log.push({ t: now(), node: a.node, type: a.kind });
-      await target.setStorageFault(a.node, fault);
-      await sleep(Math.min(a.forMs, faultEnd - Date.now()));
-      await target.setStorageFault(a.node, undefined);
-      log.push({ t: now(), node: a.node, type: 'storage-ok' });
+    const cluster = target.cluster;
+    switch (a.kind) {
+      case 'kill':
+        log.push({ t: now(), node: a.node, type: 'kill' });
+        await target.kill(a.node);
+        await sleep(a.downMs);
+        await target.restart(a.node);
+        log.push({ t: now(), node: a.node, type: 'restart' });
+        break;
+      case 'storage-fail':
+      case 'storage-lose': {
+        const fault = a.kind === 'storage-fail' ? 'fail' : 'lose';
+        log.push({ t: now(), node: a.node, type: a.kind });
+        await target.setStorageFault(a.node, fault);
+        await sleep(Math.min(a.forMs, faultEnd - Date.now()));
+        await target.setStorageFault(a.node, undefined);
+        log.push({ t: now(), node: a.node, type: 'storage-ok' });
+        break;
+      }
+      case 'pause':
+        if (cluster === undefined) throw new Error('a pause needs a cluster target');
+        log.push({ t: now(), node: a.node, type: 'pause' });
+        cluster.pause(a.node);
+        await sleep(a.forMs);
+        cluster.resume(a.node);
+        log.push({ t: now(), node: a.node, type: 'resume' });
+        break;
+      case 'partition':
+        if (cluster === undefined) throw new Error('a partition needs a cluster target');
+        log.push({ t: now(), node: a.node, type: 'partition' });
+        cluster.partition(a.node, true);
+        await sleep(a.forMs);
+        cluster.partition(a.node, false);
+        log.push({ t: now(), node: a.node, type: 'heal' });
+        break;
+      case 'nats-kill':
+        if (cluster === undefined) throw new Error('a NATS fault needs a cluster target');
+        log.push({ t: now(), node: -1, type: 'nats-kill', server: a.server });
+        await cluster.killNats(a.server);
+        await sleep(a.downMs);
+        await cluster.restartNats(a.server);
+        log.push({ t: now(), node: -1, type: 'nats-up', server: a.server });
+        break;
+      case 'nats-restart': {
+        if (cluster === undefined) throw new Error('a NATS fault needs a cluster target');
+        const servers = [...Array(cluster.natsServers).keys()];
+        log.push({ t: now(), node: -1, type: 'nats-restart' });
+        await Promise.all(servers.map((i) => cluster.killNats(i)));
+        await sleep(a.downMs);
+        await Promise.all(servers.map((i) => cluster.restartNats(i)));
+        log.push({ t: now(), node: -1, type: 'nats-up' });
+        break;
+      }
     }
   }
+}
+
+/** Node fault kinds counted in the figures (as NodeEvent types). */
+const FAULT_EVENTS = new Set<NodeEvent['type']>([
+  'kill',
+  'storage-fail',
+  'storage-lose',
+  'pause',
+  'partition',
+  'nats-kill',
+  'nats-restart',
+]);
+
+/** How long a fresh subscriber may wait for a message from another node after the faults. */
+const FRESH_ROUTE_MS = 20_000;
+
+/**
+ * After the faults (cluster): a fresh subscriber on each node receives a fresh QoS 1 message
+ * published on each other node (sent again every 500 ms until it arrives, for 20 s at most).
+ */
+async function freshRoutes(target: Target, tenant: string): Promise<Problem[]> {
+  const pairs: [number, number][] = [];
+  for (let on = 0; on < target.nodeCount; on++) for (let from = 0; from < target.nodeCount; from++) if (on !== from) pairs.push([on, from]);
+  const results = await Promise.all(
+    pairs.map(async ([on, from]): Promise<Problem | undefined> => {
+      const name = `fresh${on}${from}`;
+      const topic = `fresh/${on}-${from}`;
+      const started = Date.now();
+      const connect = async (node: number, id: string): Promise<MqttClient | undefined> => {
+        const port = target.port(node);
+        if (port === undefined) return undefined;
+        const client = mqtt.connect({
+          host: '127.0.0.1',
+          port,
+          clientId: `${tenant}-${id}`,
+          username: `${tenant}/${id}`,
+          protocolVersion: 5,
+          reconnectPeriod: 0,
+          connectTimeout: 12_000,
+        });
+        client.on('error', () => undefined);
+        const ok = await within(new Promise<void>((r) => client.once('connect', () => r())), 13_000);
+        if (ok) return client;
+        client.end(true);
+        return undefined;
+      };
+      let sub: MqttClient | undefined;
+      let pub: MqttClient | undefined;
+      try {
+        let got = false;
+        while (Date.now() - started < FRESH_ROUTE_MS && !got) {
+          sub ??= await connect(on, name);
+          pub ??= await connect(from, `${name}p`);
+          if (sub === undefined || pub === undefined) {
+            await sleep(500);
+            continue;
+          }
+          const s = sub;
+          s.on('message', () => (got = true));
+          const granted = await new Promise<number>((r) =>
+            s.subscribe(topic, { qos: 1 }, (err, g) => r(err !== null && err !== undefined ? 0x80 : (g?.[0]?.qos ?? 0x80))),
+          );
+          if (granted >= 0x80) {
+            sub.end(true);
+            sub = undefined;
+            await sleep(500);
+            continue;
+          }
+          while (!got && Date.now() - started < FRESH_ROUTE_MS && pub.connected) {
+            pub.publish(topic, `fresh|${on}|${from}`, { qos: 1 });
+            await sleep(500);
+          }
+          if (!got && !pub.connected) pub = undefined;
+        }
+        if (got) return undefined;
+        return {
+          kind: 'routes',
+          summary: `a fresh subscriber on node ${on} got no QoS 1 message published on node ${from} within ${FRESH_ROUTE_MS / 1000} s after the faults`,
+          details: [
+            `  subscriber ${sub !== undefined ? 'connected' : 'could not connect'}, publisher ${pub !== undefined ? 'connected' : 'could not connect'}`,
+          ],
+        };
+      } finally {
+        sub?.end(true);
+        pub?.end(true);
+      }
+    }),
+  );
+  return results.filter((p): p is Problem => p !== undefined);
 }
 
 /** Schedules run by this process (it names their tenants). */
@@ -115,6 +248,7 @@ export async function runSchedule(target: Target, schedule: Schedule): Promise<S
   await Promise.all([...acting, nodeActing]);
 
   // Drain: faults cleared, nodes up, persistent clients back; the others leave.
+  await target.clearFaults?.();
   for (let n = 0; n < target.nodeCount; n++) {
     await target.setStorageFault(n, undefined);
     if (target.port(n) === undefined) {
@@ -147,20 +281,21 @@ export async function runSchedule(target: Target, schedule: Schedule): Promise<S
     if (count !== delivered) {
       delivered = count;
       quietSince = Date.now();
-    } else if (Date.now() - quietSince >= DRAIN_QUIET_MS) break;
+    } else if (Date.now() - quietSince >= (partial.willsOutstanding > 0 ? WILL_QUIET_MS : DRAIN_QUIET_MS)) break;
     await sleep(200);
   }
   await sleep(LINGER_MS);
   await Promise.all(drivers.map((d) => d.finish()));
   const end = now();
 
+  // Cluster: every node serves fresh subscribers with messages from every other node.
+  if (target.nodeCount > 1) extra.push(...(await freshRoutes(target, tenant)));
   const full = record(t0, faultEnd, settleStart, drainStart, end);
   const result = checkRun(full);
   const trouble = target.trouble(started).map((text): Problem => ({ kind: 'broker', summary: text, details: [] }));
   const faults = new Map<string, number>();
   for (const d of drivers) for (const [k, n] of d.faults) faults.set(k, (faults.get(k) ?? 0) + n);
-  for (const n of nodes)
-    if (n.type === 'kill' || n.type === 'storage-fail' || n.type === 'storage-lose') faults.set(n.type, (faults.get(n.type) ?? 0) + 1);
+  for (const n of nodes) if (FAULT_EVENTS.has(n.type)) faults.set(n.type, (faults.get(n.type) ?? 0) + 1);
   const all = [...extra, ...trouble, ...result.problems];
   return {
     schedule,
@@ -191,7 +326,20 @@ export function formatProblems(o: Pick<ScheduleOutcome, 'schedule' | 'problems'>
 // ---------------------------------------------------------------------------------------------
 // Campaigns: many schedules, one target per storage, the figures.
 
+/** The figures of cluster schedules by their cluster fault (docs/cluster.md § What a failure loses). */
+export interface FaultFigures {
+  schedules: number;
+  acknowledged: number;
+  lost: number;
+  duplicates: number;
+  unavailableMs: number;
+  /** The longest unavailability of one schedule. */
+  maxUnavailableMs: number;
+  problems: number;
+}
+
 export interface Figures extends CheckStats {
+  byFault: Map<string, FaultFigures>;
   schedules: number;
   faults: Map<string, number>;
   problems: number;
@@ -210,6 +358,12 @@ export function emptyFigures(): Figures {
     required: 0,
     excusedByDrops: 0,
     dropsReported: 0,
+    lost: 0,
+    duplicates: 0,
+    unavailableMs: 0,
+    willsDue: 0,
+    willsReceived: 0,
+    byFault: new Map(),
     faults: new Map(),
     problems: 0,
     failedSchedules: [],
@@ -226,6 +380,11 @@ function addStats(f: Figures, s: CheckStats): void {
   f.required += s.required;
   f.excusedByDrops += s.excusedByDrops;
   f.dropsReported += s.dropsReported;
+  f.lost += s.lost;
+  f.duplicates += s.duplicates;
+  f.unavailableMs += s.unavailableMs;
+  f.willsDue += s.willsDue;
+  f.willsReceived += s.willsReceived;
 }
 
 export function formatFigures(f: Figures): string {
@@ -237,6 +396,17 @@ export function formatFigures(f: Figures): string {
     `deliveries to applications: ${f.delivered}`,
     `required deliveries checked: ${f.required} (missing within reported drops: ${f.excusedByDrops}; drops reported: ${f.dropsReported})`,
     `faults injected: ${faults.join(', ') || 'none'}`,
+    ...(f.byFault.size > 0
+      ? [
+          `QoS 1/2 lost: ${f.lost}, delivered more than once: ${f.duplicates}; wills due ${f.willsDue}, received ${f.willsReceived}`,
+          'by cluster fault (schedules, acknowledged, lost, duplicates, unavailable seconds in all / the most in one schedule, problems):',
+          ...[...f.byFault].map(
+            ([k, x]) =>
+              `  ${k}: ${x.schedules} schedules, ${x.acknowledged} acknowledged, ${x.lost} lost, ${x.duplicates} duplicates, ` +
+              `${(x.unavailableMs / 1000).toFixed(1)} s / ${(x.maxUnavailableMs / 1000).toFixed(1)} s unavailable, ${x.problems} problems`,
+          ),
+        ]
+      : []),
     `problems found: ${f.problems}${f.failedSchedules.length > 0 ? ` in ${f.failedSchedules.join(', ')}` : ''}`,
     `wall time: ${((Date.now() - f.started) / 1000).toFixed(1)} s`,
   ].join('\n');
@@ -252,11 +422,15 @@ export interface CampaignOptions {
   readonly recycleAfter?: number;
   /** Called with every schedule's outcome. */
   readonly onOutcome?: (o: ScheduleOutcome) => void;
+  /** The cluster's shape and fault lengths for generated schedules of the `nats` storage (cluster targets). */
+  readonly cluster?: ClusterGenerateOptions;
 }
 
-/** One target per storage, used by schedules one at a time. */
+/** One target per storage, used by schedules one at a time (storage `nats`: a cluster target). */
 class Lane {
-  private target: SingleNodeTarget | undefined;
+  private target: Target | undefined;
+  /** The cluster shape of the current target. */
+  private shape = '';
   private used = 0;
   private dirty = false;
 
@@ -268,10 +442,22 @@ class Lane {
 
   /** Runs a schedule on this lane's target; `expectProblems`: a self-test, whose problems keep nothing. */
   async run(schedule: Schedule, expectProblems = false): Promise<ScheduleOutcome> {
-    if (this.target !== undefined && this.used >= this.recycleAfter) await this.close();
+    const shape = schedule.cluster !== undefined ? `${schedule.cluster.nodes}/${schedule.cluster.natsServers}` : '';
+    if (this.target !== undefined && (this.used >= this.recycleAfter || shape !== this.shape)) await this.close();
     if (this.target === undefined) {
-      this.target = new SingleNodeTarget(this.storage);
-      await this.target.start();
+      this.target =
+        schedule.cluster !== undefined
+          ? new ClusterTarget({ nodes: schedule.cluster.nodes, natsServers: schedule.cluster.natsServers })
+          : new SingleNodeTarget(this.storage);
+      this.shape = shape;
+      try {
+        await this.target.start();
+      } catch (err) {
+        const t = this.target;
+        this.target = undefined;
+        await t.stop(true);
+        throw err;
+      }
       this.used = 0;
     }
     this.used++;
@@ -294,6 +480,9 @@ class Lane {
   }
 }
 
+/** A cluster campaign's default: 2 nodes, 1 NATS server, pauses and partitions up to 30 s. */
+export const DEFAULT_CLUSTER: ClusterGenerateOptions = { nodes: 2, natsServers: 1, maxFaultMs: 30_000 };
+
 export class Campaign {
   readonly figures = emptyFigures();
   private readonly lanes = new Map<StorageKind, Lane>();
@@ -315,6 +504,27 @@ export class Campaign {
     addStats(f, o.result.stats);
     for (const [k, n] of o.faults) f.faults.set(k, (f.faults.get(k) ?? 0) + n);
     f.problems += o.problems.length;
+    if (o.schedule.cluster !== undefined) {
+      const kind = o.schedule.nodeActions[0]?.kind ?? 'none';
+      const x = f.byFault.get(kind) ?? {
+        schedules: 0,
+        acknowledged: 0,
+        lost: 0,
+        duplicates: 0,
+        unavailableMs: 0,
+        maxUnavailableMs: 0,
+        problems: 0,
+      };
+      const s = o.result.stats;
+      x.schedules++;
+      x.acknowledged += s.acknowledged;
+      x.lost += s.lost;
+      x.duplicates += s.duplicates;
+      x.unavailableMs += s.unavailableMs;
+      x.maxUnavailableMs = Math.max(x.maxUnavailableMs, s.unavailableMs);
+      x.problems += o.problems.length;
+      f.byFault.set(kind, x);
+    }
     if (o.problems.length > 0) f.failedSchedules.push(`${o.schedule.storage} ${o.schedule.seed}:${o.schedule.index}`);
   }
 
@@ -352,7 +562,10 @@ export class Campaign {
         for (let index = only ?? 0; ; index++) {
           if (only !== undefined ? index > only : Date.now() >= until) return;
           if (failures.length >= maxFailures) return;
-          const schedule = generateSchedule(seed, index, lane.storage);
+          const schedule =
+            lane.storage === 'nats'
+              ? generateSchedule(seed, index, 'nats', { cluster: this.opts.cluster ?? DEFAULT_CLUSTER })
+              : generateSchedule(seed, index, lane.storage);
           const o = await lane.run(schedule);
           this.account(o);
           const s = o.result.stats;

@@ -29,13 +29,65 @@ function matches(filter: string, topic: string): boolean {
 export interface GenerateOptions {
   /** Node count of the target (clients and node faults pick one); 1 for the single-node target. */
   readonly nodes?: number;
+  /**
+   * A cluster schedule (storage `nats`): one cluster fault (a pause, a node `kill -9`, a NATS
+   * server `kill -9`, all NATS restarted, a partition between a node and NATS) in a fault phase
+   * long enough for it and a few seconds after it, will clients and a will watcher.
+   */
+  readonly cluster?: ClusterGenerateOptions;
+}
+
+export interface ClusterGenerateOptions {
+  readonly nodes: number;
+  /** 1 or 3. */
+  readonly natsServers: number;
+  /** Longest pause or partition, ms (at least 5000): 30 s in long runs, less in CI. */
+  readonly maxFaultMs: number;
+}
+
+/** The kinds of cluster fault and their weights. */
+const CLUSTER_FAULTS = ['pause', 'pause', 'partition', 'partition', 'kill', 'nats-kill', 'nats-restart'] as const;
+
+/** One cluster fault, starting 1-3 s into the fault phase; how long it lasts. */
+function clusterFault(rng: Rng, c: ClusterGenerateOptions): { action: NodeAction; lengthMs: number } {
+  const at = rng.range(1000, 3000);
+  const node = rng.int(c.nodes);
+  let kind: (typeof CLUSTER_FAULTS)[number] = rng.pick(CLUSTER_FAULTS);
+  // With one NATS server, killing it is restarting all of them.
+  if (kind === 'nats-kill' && c.natsServers === 1) kind = 'nats-restart';
+  const long = (): number => rng.range(5000, Math.max(5000, c.maxFaultMs));
+  switch (kind) {
+    case 'pause': {
+      const forMs = long();
+      return { action: { at, kind, node, forMs }, lengthMs: forMs };
+    }
+    case 'partition': {
+      const forMs = long();
+      return { action: { at, kind, node, forMs }, lengthMs: forMs };
+    }
+    case 'kill': {
+      const downMs = rng.range(200, 3000);
+      return { action: { at, kind, node, downMs }, lengthMs: downMs + 2000 };
+    }
+    case 'nats-kill': {
+      const downMs = rng.range(2000, 6000);
+      return { action: { at, kind, node: -1, server: rng.int(c.natsServers), downMs }, lengthMs: downMs + 1000 };
+    }
+    default: {
+      const downMs = rng.range(5000, 6000);
+      return { action: { at, kind: 'nats-restart', node: -1, downMs }, lengthMs: downMs + 1000 };
+    }
+  }
 }
 
 export function generateSchedule(seed: number, index: number, storage: StorageKind, opts: GenerateOptions = {}): Schedule {
   const rng = new Rng(caseSeed(seed, index));
-  const nodes = opts.nodes ?? 1;
+  const cluster = opts.cluster;
+  const nodes = cluster?.nodes ?? opts.nodes ?? 1;
   const tenant = `dc${(seed >>> 0).toString(36)}${storage[0]}${index}`;
-  const durationMs = rng.range(2500, 4500);
+  // A cluster fault first: the fault phase lasts until a few seconds after it.
+  const major = cluster !== undefined ? clusterFault(rng, cluster) : undefined;
+  const durationMs = major !== undefined ? major.action.at + major.lengthMs + rng.range(3000, 6000) : rng.range(2500, 4500);
   const topics = shuffle(rng, TOPIC_POOL).slice(0, rng.range(3, 4));
   const filters = filterChoices(topics);
   const version = (): Version => (rng.chance(0.5) ? 5 : 4);
@@ -199,12 +251,43 @@ export function generateSchedule(seed: number, index: number, storage: StorageKi
     );
   }
 
+  // Cluster: will clients, each with one connection that ends (dropped, or with its node) or not,
+  // and a persistent watcher of their wills.
+  if (cluster !== undefined) {
+    clients.push({
+      name: 'wt',
+      clientId: `${tenant}-wt`,
+      node: node(),
+      version: 5,
+      persistent: true,
+      expirySeconds: 600,
+      subscriptions: [{ filter: 'will/#', qos: 2, noLocal: false }],
+    });
+    for (let i = rng.range(1, 3) - 1; i >= 0; i--) {
+      const name = `w${i}`;
+      const delaySeconds = rng.pick([0, 0, 1, 3]);
+      clients.push({
+        name,
+        clientId: `${tenant}-${name}`,
+        node: node(),
+        version: 5,
+        persistent: false,
+        // A session that outlives its connection by more than the will delay, or none.
+        expirySeconds: delaySeconds > 0 && rng.chance(0.5) ? 60 : 0,
+        subscriptions: [],
+        will: { delaySeconds },
+      });
+      if (rng.chance(0.5)) actions.push({ at: rng.range(300, durationMs - 300), client: name, kind: 'drop', offMs: 0 });
+    }
+  }
+
   // Node faults: kill -9 only with durable storage; storage write failures with both.
   const nodeActions: NodeAction[] = [];
-  if (storage === 'level' && rng.chance(0.4)) {
+  if (major !== undefined) nodeActions.push(major.action);
+  else if (storage === 'level' && rng.chance(0.4)) {
     nodeActions.push({ at: rng.range(500, durationMs - 500), kind: 'kill', node: node(), downMs: rng.range(100, 600) });
   }
-  for (let i = rng.pick([0, 0, 1, 1, 2]); i > 0; i--) {
+  for (let i = cluster !== undefined ? 0 : rng.pick([0, 0, 1, 1, 2]); i > 0; i--) {
     nodeActions.push({
       at: rng.range(200, durationMs - 300),
       kind: 'storage-fail',
@@ -215,7 +298,21 @@ export function generateSchedule(seed: number, index: number, storage: StorageKi
   nodeActions.sort((a, b) => a.at - b.at);
   actions.sort((a, b) => a.at - b.at);
 
-  return { seed, index, storage, tenant, settings, durationMs, topics, clients, actions, nodeActions };
+  return {
+    seed,
+    index,
+    storage,
+    tenant,
+    settings,
+    durationMs,
+    topics,
+    clients,
+    actions,
+    nodeActions,
+    ...(cluster !== undefined
+      ? { cluster: { nodes: cluster.nodes, natsServers: cluster.natsServers, maxFaultMs: cluster.maxFaultMs } }
+      : {}),
+  };
 }
 
 /** How long an action keeps its client busy (ms). */
@@ -244,7 +341,7 @@ function shuffle<T>(rng: Rng, a: readonly T[]): T[] {
 /** A few lines saying what a schedule does (for reports and the corpus). */
 export function summarize(s: Schedule): string[] {
   const lines = [
-    `schedule ${s.seed}:${s.index} on ${s.storage} storage, tenant ${s.tenant}, ${s.durationMs} ms of faults, topics ${s.topics.join(' ')}` +
+    `schedule ${s.seed}:${s.index} on ${s.cluster !== undefined ? `${s.cluster.nodes} nodes and ${s.cluster.natsServers} NATS server(s), ` : ''}${s.storage} storage, tenant ${s.tenant}, ${s.durationMs} ms of faults, topics ${s.topics.join(' ')}` +
       (Object.keys(s.settings).length > 0 ? `, settings ${JSON.stringify(s.settings)}` : ''),
   ];
   for (const c of s.clients) {
@@ -252,14 +349,32 @@ export function summarize(s: Schedule): string[] {
     const subs = c.subscriptions.map((x) => `${x.filter} q${x.qos}${x.noLocal ? ' no-local' : ''}`).join(', ');
     const pub = c.publish ? ` publishes ${c.publish.topics.join(' ')} qos ${c.publish.qos.join('/')} window ${c.publish.window}` : '';
     const rm = c.receiveMaximum !== undefined ? ` receive-max ${c.receiveMaximum}` : '';
-    lines.push(`  ${c.name}: v${c.version === 5 ? '5' : '3.1.1'} ${kind}${rm}${subs ? ` subscribes ${subs}` : ''}${pub}`);
+    const will = c.will !== undefined ? ` with a will (delay ${c.will.delaySeconds} s, session expiry ${c.expirySeconds} s)` : '';
+    const at = s.cluster !== undefined ? ` on node ${c.node}` : '';
+    lines.push(`  ${c.name}: v${c.version === 5 ? '5' : '3.1.1'} ${kind}${rm}${subs ? ` subscribes ${subs}` : ''}${pub}${will}${at}`);
   }
   for (const a of s.actions) lines.push(`  @${a.at} ms ${a.client} ${describeAction(a)}`);
-  for (const a of s.nodeActions)
-    lines.push(
-      `  @${a.at} ms node ${a.node} ${a.kind === 'kill' ? `kill -9, down ${a.downMs} ms` : a.kind === 'storage-fail' ? `storage writes fail for ${a.forMs} ms` : `inbox appends lost for ${a.forMs} ms`}`,
-    );
+  for (const a of s.nodeActions) lines.push(`  @${a.at} ms ${describeNodeAction(a)}`);
   return lines;
+}
+
+export function describeNodeAction(a: NodeAction): string {
+  switch (a.kind) {
+    case 'kill':
+      return `node ${a.node} kill -9, down ${a.downMs} ms`;
+    case 'storage-fail':
+      return `node ${a.node} storage writes fail for ${a.forMs} ms`;
+    case 'storage-lose':
+      return `node ${a.node} inbox appends lost for ${a.forMs} ms`;
+    case 'pause':
+      return `node ${a.node} paused (SIGSTOP) for ${a.forMs} ms`;
+    case 'partition':
+      return `node ${a.node} cut off from NATS for ${a.forMs} ms`;
+    case 'nats-kill':
+      return `NATS server ${a.server} kill -9, down ${a.downMs} ms`;
+    case 'nats-restart':
+      return `every NATS server kill -9, down ${a.downMs} ms`;
+  }
 }
 
 export function describeAction(a: ClientAction): string {

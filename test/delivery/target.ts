@@ -42,6 +42,29 @@ export interface Target {
   trouble(since: number): string[];
   /** Where the nodes' logs are. */
   readonly dir: string;
+  /** The nodes' log files (for a report). */
+  readonly logFile: string;
+  /** Forgets the events of a tenant (a finished schedule). */
+  forget(tenant: string): void;
+  /** The faults only a cluster has; absent on the single-node target. */
+  readonly cluster?: ClusterControl;
+  /** Clears the cluster's faults (resumes, heals, restarts NATS); absent on the single-node target. */
+  clearFaults?(): Promise<void>;
+}
+
+/** The faults of a cluster target (test/delivery/cluster-target.ts). */
+export interface ClusterControl {
+  readonly natsServers: number;
+  /** SIGSTOP of a node. */
+  pause(node: number): void;
+  /** SIGCONT of a paused node. */
+  resume(node: number): void;
+  /** `kill -9` of NATS server `i`; resolves once it exited. */
+  killNats(i: number): Promise<void>;
+  /** Starts a killed NATS server again (same ports and store); resolves once it is healthy. */
+  restartNats(i: number): Promise<void>;
+  /** Cuts a node off from every NATS server (`true`) or heals it. */
+  partition(node: number, on: boolean): void;
 }
 
 const REPO = path.resolve(__dirname, '..', '..');
@@ -62,6 +85,14 @@ export const LOGGED_EVENTS = [
   'storageFailed',
   'storageRecovered',
 ];
+
+/**
+ * A cluster node's lease: it serves until this long after it sent the last heartbeat NATS
+ * accepted (docs/cluster.md § Leases). Its log line on losing it says how long ago that was.
+ */
+export const LEASE_MS = 7000;
+/** The node-level events read from a cluster node's log (no tenant): `leaseLost` at the lease's end, `leaseHeld`. */
+export const LEASE_EVENTS = new Set(['leaseLost', 'leaseHeld']);
 
 /** The settings file polling interval (the plugin also watches the file). */
 const SETTINGS_POLL_MS = 100;
@@ -99,6 +130,8 @@ export class BrokerNode {
     readonly dir: string,
     readonly storage: StorageKind,
     pluginsDir: string,
+    /** What replaces the storage plugin lines: a cluster node's `cluster:` section (and no storage plugin). */
+    cluster?: { readonly yaml: readonly string[]; readonly events: readonly string[]; readonly groups: readonly string[] },
   ) {
     mkdirSync(dir, { recursive: true });
     this.configFile = path.join(dir, 'bifro.yml');
@@ -107,6 +140,14 @@ export class BrokerNode {
     this.logFile = path.join(dir, 'broker.log');
     writeFileSync(this.controlFile, 'ok\n');
     this.writeSettings();
+    const storageLines =
+      cluster === undefined
+        ? [
+            '  storage:',
+            '    use: "@fixtures/faulty-storage"',
+            `    options: { inner: ${storage}, innerOptions: {}, controlFile: ${JSON.stringify(this.controlFile)}, pollMs: ${CONTROL_POLL_MS} }`,
+          ]
+        : [];
     writeFileSync(
       this.configFile,
       [
@@ -119,16 +160,17 @@ export class BrokerNode {
         // Clients reconnect often here on purpose: no flapping bans.
         'security:',
         '  flapping: { maxDisconnects: 0 }',
+        ...(cluster?.yaml ?? []),
         'plugins:',
-        '  storage:',
-        '    use: "@fixtures/faulty-storage"',
-        `    options: { inner: ${storage}, innerOptions: {}, controlFile: ${JSON.stringify(this.controlFile)}, pollMs: ${CONTROL_POLL_MS} }`,
+        ...storageLines,
         '  settings:',
         '    use: "@bifro/plugin-settings-file"',
         `    options: { file: ${JSON.stringify(this.settingsFile)}, pollMs: ${SETTINGS_POLL_MS} }`,
         '  events:',
         '    - use: "@bifro/plugin-events-log"',
-        `      options: { types: [${LOGGED_EVENTS.join(', ')}] }`,
+        cluster === undefined
+          ? `      options: { types: [${LOGGED_EVENTS.join(', ')}] }`
+          : `      options: { types: [${[...LOGGED_EVENTS, ...cluster.events].join(', ')}], groups: [${cluster.groups.join(', ')}] }`,
         '',
       ].join('\n'),
     );
@@ -140,6 +182,21 @@ export class BrokerNode {
 
   get running(): boolean {
     return this.child !== undefined;
+  }
+
+  /** The process id while it runs. */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** SIGSTOP (a long GC pause, a stalled VM): the process keeps its sockets and answers nothing. */
+  pause(): void {
+    if (this.child?.pid !== undefined) process.kill(this.child.pid, 'SIGSTOP');
+  }
+
+  /** SIGCONT after {@link pause}. */
+  resume(): void {
+    if (this.child?.pid !== undefined) process.kill(this.child.pid, 'SIGCONT');
   }
 
   /** Starts the process; resolves once it logged "bifro started" (15 s at most). */
@@ -210,6 +267,18 @@ export class BrokerNode {
         eventTime: typeof entry.eventTime === 'number' ? entry.eventTime : Number(entry.time),
         ...(typeof entry.topic === 'string' ? { topic: entry.topic } : {}),
         ...(typeof entry.reason === 'string' ? { reason: entry.reason } : {}),
+        ...(typeof entry.group === 'string' ? { group: entry.group } : {}),
+      });
+      return;
+    }
+    // The lease (cluster nodes): when it ran out by the node's own account, and when it held it again.
+    const lapsed = /^this node's lease ran out: NATS accepted no heartbeat of it for (\d+) ms/.exec(msg);
+    if (lapsed !== null || msg.startsWith('this node holds its lease again')) {
+      const at = Number(entry.time);
+      this.events.push({
+        node: this.index,
+        type: lapsed !== null ? 'leaseLost' : 'leaseHeld',
+        eventTime: lapsed !== null ? at - Number(lapsed[1]) + LEASE_MS : at,
       });
       return;
     }
@@ -234,6 +303,8 @@ export class BrokerNode {
     this.expectExit = true;
     this.currentPort = undefined;
     child.kill('SIGKILL');
+    // A paused process dies of SIGKILL too; SIGCONT for the record.
+    if (child.pid !== undefined) process.kill(child.pid, 'SIGCONT');
     await this.exited;
   }
 
@@ -243,6 +314,7 @@ export class BrokerNode {
     if (child !== undefined) {
       this.expectExit = true;
       this.currentPort = undefined;
+      if (child.pid !== undefined) process.kill(child.pid, 'SIGCONT');
       child.kill('SIGTERM');
       const done = await within(this.exited!, 10_000);
       if (!done) {
@@ -278,8 +350,9 @@ export class BrokerNode {
     );
   }
 
+  /** A tenant's events, and the node's lease events (no tenant). */
   brokerEvents(tenant: string): BrokerEvent[] {
-    return this.events.filter((e) => e.tenantId === tenant);
+    return this.events.filter((e) => e.tenantId === tenant || LEASE_EVENTS.has(e.type));
   }
 
   /** Forgets the events of a tenant (a finished schedule). */
@@ -293,7 +366,7 @@ export class BrokerNode {
 }
 
 /** A plugins folder holding links to the three plugins a node loads. */
-function pluginsDirIn(dir: string): string {
+export function pluginsDirIn(dir: string): string {
   const plugins = path.join(dir, 'plugins');
   mkdirSync(plugins, { recursive: true });
   symlinkSync(FAULTY_STORAGE, path.join(plugins, 'faulty-storage'));

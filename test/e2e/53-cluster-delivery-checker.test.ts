@@ -1,0 +1,113 @@
+import { randomInt } from 'node:crypto';
+import { checkRun } from '../delivery/checker';
+import { CORPUS_DIR } from '../delivery/corpus';
+import type { ClientEvent, ClientRecord, RunRecord } from '../delivery/model';
+import { Campaign, formatFigures, type ScheduleOutcome } from '../delivery/runner';
+import { describeSeedRuns, parseSeed, seedRuns } from '../support/fuzz';
+
+/**
+ * The delivery checker on a cluster (docs/delivery-checker.md § Cluster): real `bifro start`
+ * nodes with a `cluster` section on a real nats-server (storage-nats), each reaching NATS through
+ * a TCP proxy of the test; seeded schedules of the single-node checker's clients plus will
+ * clients and a will watcher, each with one cluster fault: a node paused (SIGSTOP, past the 7 s
+ * lease or not), a node `kill -9` and restart, NATS `kill -9` and restart, a node cut off from
+ * NATS by its proxy. Clients fail over to the next node as fleets do. Checked: every acknowledged
+ * QoS 1/2 message delivered, QoS 2 once, one node serving a session at a time (from the clients
+ * and from the nodes' events and lease lines), wills once, and fresh subscribers on every node
+ * served from every other node after the faults. First the corpus's cluster schedules, then one
+ * generated schedule with a fixed seed and one with a random seed printed below.
+ *
+ * BIFRO_CLUSTER_CHECK_SECONDS: the budget of generated schedules (default 10 s: each seed runs
+ * one schedule, 25-35 s with its fault). BIFRO_CHECK_SEED=<seed>[:<index>], BIFRO_CHECK_NODES
+ * (2), BIFRO_CHECK_NATS (1), BIFRO_CHECK_MAX_FAULT_SECONDS (9: the longest pause or partition).
+ */
+
+const BUDGET_S = Number(process.env.BIFRO_CLUSTER_CHECK_SECONDS ?? 10);
+const FIXED_SEED = 0xc105_7e57;
+const RANDOM_SEED = randomInt(2 ** 32);
+const ENV = parseSeed(process.env.BIFRO_CHECK_SEED, 'BIFRO_CHECK_SEED');
+const CLUSTER = {
+  nodes: Number(process.env.BIFRO_CHECK_NODES ?? 2),
+  natsServers: Number(process.env.BIFRO_CHECK_NATS ?? 1),
+  maxFaultMs: Number(process.env.BIFRO_CHECK_MAX_FAULT_SECONDS ?? 9) * 1000,
+};
+
+const RUNS = seedRuns(ENV, BUDGET_S, FIXED_SEED, RANDOM_SEED);
+console.log(
+  `53-cluster-delivery-checker seeds: ${describeSeedRuns(RUNS)} on ${CLUSTER.nodes} nodes, ${CLUSTER.natsServers} NATS server(s), faults up to ${CLUSTER.maxFaultMs / 1000} s`,
+);
+
+/** A copy of a run with one client's events changed. */
+function withEvents(run: RunRecord, client: string, change: (events: ClientEvent[]) => ClientEvent[]): RunRecord {
+  return {
+    ...run,
+    clients: run.clients.map((c): ClientRecord => (c.spec.name === client ? { spec: c.spec, events: change([...c.events]) } : c)),
+  };
+}
+
+describe('53 cluster delivery checker', () => {
+  const lines: string[] = [];
+  const outcomes: ScheduleOutcome[] = [];
+  const campaign = new Campaign({
+    storages: ['nats'],
+    writeCorpus: ENV === undefined,
+    log: (line) => lines.push(line),
+    onOutcome: (o) => outcomes.push(o),
+    cluster: CLUSTER,
+  });
+
+  afterAll(async () => {
+    await campaign.close();
+    console.log(`53-cluster-delivery-checker\n${lines.join('\n')}\n${formatFigures(campaign.figures)}`);
+  }, 60_000);
+
+  it('replays the corpus of cluster schedules', async () => {
+    const failures = await campaign.replayCorpus(campaign.corpus());
+    if (failures.length > 0) throw new Error(`${failures.length} corpus schedule(s) of ${CORPUS_DIR} fail:\n\n${failures.join('\n\n')}`);
+  }, 600_000);
+
+  for (const run of RUNS) {
+    const title =
+      run.only !== undefined
+        ? `replays cluster schedule ${run.seed}:${run.only}`
+        : `runs cluster schedules for ${run.seconds.toFixed(0)} s with seed ${run.seed} (BIFRO_CHECK_SEED=${run.seed} to replay)`;
+    it(
+      title,
+      async () => {
+        const before = campaign.figures.schedules;
+        const failures = await campaign.runSeed(run.seed, run.seconds, run.only);
+        if (failures.length > 0) throw new Error(`${failures.length} failing schedule(s):\n\n${failures.join('\n\n')}`);
+        expect(campaign.figures.schedules).toBeGreaterThan(before);
+      },
+      (run.seconds + 180) * 1000,
+    );
+  }
+
+  it('fails on two owners and a will twice in the records of a real run', () => {
+    const passing = outcomes.filter((o) => o.problems.length === 0);
+    expect(passing.length).toBeGreaterThan(0);
+    const found = new Set<string>();
+    for (const o of passing) {
+      for (const c of o.record.clients) {
+        // Two owners: a PUBLISH the client got is read again on its connection 1 after a later connection's CONNACK.
+        const acks = c.events.filter((e): e is Extract<ClientEvent, { type: 'connack' }> => e.type === 'connack' && e.reason === 0);
+        const recv = c.events.find((e): e is Extract<ClientEvent, { type: 'recv' }> => e.type === 'recv' && e.conn === acks[0]?.conn);
+        const later = acks.find((a) => a.conn > (acks[0]?.conn ?? Infinity));
+        if (recv !== undefined && later !== undefined && !found.has('two-owners')) {
+          const run = withEvents(o.record, c.spec.name, (es) => [...es, { ...recv, t: later.t + 500 }].sort((a, b) => a.t - b.t));
+          if (checkRun(run).problems.some((p) => p.kind === 'two-owners')) found.add('two-owners');
+        }
+        // A will twice: the watcher's delivery of a will recorded again.
+        const will = c.events.find(
+          (e): e is Extract<ClientEvent, { type: 'deliver' }> => e.type === 'deliver' && e.msg.startsWith('?will|'),
+        );
+        if (will !== undefined && !found.has('will')) {
+          const run = withEvents(o.record, c.spec.name, (es) => [...es, { ...will, t: will.t + 1 }].sort((a, b) => a.t - b.t));
+          if (checkRun(run).problems.some((p) => p.kind === 'will')) found.add('will');
+        }
+      }
+    }
+    // A run without a will that fired, or a client with one connection only, has nothing to change.
+    expect(found.size).toBeGreaterThan(0);
+  });
+});
