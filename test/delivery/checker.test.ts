@@ -353,4 +353,107 @@ describe('the delivery checker', () => {
       .leave(DRAIN, 1, 'drain');
     expect(kinds(checkRun(run([publisher(1), s])).problems)).toEqual(['drain']);
   });
+
+  describe('on a cluster', () => {
+    /** A cluster run: the same records, a schedule with `cluster`. */
+    function clusterRun(clients: Rec[], broker: BrokerEvent[] = [], nodes: NodeEvent[] = []): RunRecord {
+      const r = run(clients, broker, nodes);
+      return { ...r, schedule: { ...r.schedule, storage: 'nats', cluster: { nodes: 2, natsServers: 1, maxFaultMs: 9000 } } };
+    }
+    const ev = (node: number, type: string, clientId: string, eventTime: number, group: string): BrokerEvent => ({
+      node,
+      type,
+      tenantId: 't',
+      clientId,
+      eventTime,
+      group,
+    });
+
+    /** s0 on connection 1 (node 0) until it moves to connection 2 (node 1) at 600; p0:1..3 published meanwhile. */
+    function moving(lateRecvAt: number): Rec {
+      const s = new Rec(spec('s0'));
+      s.connect(0, 1).subscribe(10, 1, [sub('a', 1)]);
+      s.receive(300, 1, 'p0:1', 'a', 1).receive(310, 1, 'p0:2', 'a', 1);
+      s.connect(600, 2, true).receive(620, 2, 'p0:3', 'a', 1);
+      s.receive(lateRecvAt, 1, 'p0:2', 'a', 1, true);
+      s.leave(DRAIN, 2, 'drain').connect(DRAIN + 1, 3, true);
+      return s;
+    }
+
+    it('passes a session that moved between nodes, with its old connection read just after the new CONNACK', () => {
+      const r = checkRun(clusterRun([publisher(3), moving(600.5 + 50)]));
+      expect(r.problems).toEqual([]);
+    });
+
+    it('reports a PUBLISH on an older connection well after a newer connection got its CONNACK (two owners, from the client)', () => {
+      const r = checkRun(clusterRun([publisher(3), moving(600.5 + 400)]));
+      expect(kinds(r.problems)).toEqual(['two-owners']);
+      expect(r.problems[0]!.summary).toMatch(/^s0: PUBLISH p0:2 arrived on connection 1 .* after connection 2 .* got its CONNACK/);
+    });
+
+    it('reports two nodes serving one client id at once (from their events), and not a node whose lease ran out first', () => {
+      const id = 't-s0';
+      const overlapping = [
+        ev(0, 'clientConnected', id, 10, 'clientConnected'),
+        ev(1, 'clientConnected', id, 500, 'clientConnected'),
+        ev(0, 'kicked', id, 900, 'clientDisconnected'),
+      ];
+      const a = checkRun(clusterRun([], overlapping));
+      expect(kinds(a.problems)).toEqual(['two-owners']);
+      expect(a.problems[0]!.summary).toMatch(/^t-s0: served by two nodes at once for 400 ms/);
+      // Node 0's lease ran out at 450: it served nothing after that, although its disconnect is logged at 900.
+      const fenced = [...overlapping, { node: 0, type: 'leaseLost', eventTime: 450 }];
+      expect(checkRun(clusterRun([], fenced)).problems).toEqual([]);
+      // A hand-over: node 0 let go at 495, node 1 took it at 500.
+      const handedOver = [overlapping[0]!, ev(0, 'kicked', id, 495, 'clientDisconnected'), overlapping[1]!];
+      expect(checkRun(clusterRun([], handedOver)).problems).toEqual([]);
+    });
+
+    /** A will client with one connection that ends at 400 (dropped, or with DISCONNECT), and the watcher. */
+    function wills(how: 'drop' | 'bye', received: number[]): Rec[] {
+      const w = new Rec(spec('w0', { persistent: false, expirySeconds: 0, will: { delaySeconds: 0 } }));
+      w.connect(0, 1).leave(400, 1, how);
+      const wt = new Rec(spec('wt', { subscriptions: [sub('will/#', 2)] }));
+      wt.connect(0, 1).subscribe(5, 1, [sub('will/#', 2)]);
+      for (const t of received) wt.receive(t, 1, '?will|w0|1', 'will/w0', 2);
+      wt.leave(DRAIN, 1, 'drain').connect(DRAIN + 1, 2, true);
+      return [w, wt];
+    }
+
+    it('passes a will published once for a dropped connection, and none after a DISCONNECT', () => {
+      expect(checkRun(clusterRun(wills('drop', [420]))).problems).toEqual([]);
+      expect(checkRun(clusterRun(wills('bye', []))).problems).toEqual([]);
+    });
+
+    it('reports a will that arrived twice, never, or after a DISCONNECT with no fault near', () => {
+      expect(kinds(checkRun(clusterRun(wills('drop', [420, 430]))).problems)).toEqual(['will']);
+      const missing = checkRun(clusterRun(wills('drop', [])));
+      expect(kinds(missing.problems)).toEqual(['will']);
+      expect(missing.willsOutstanding).toBe(1);
+      expect(kinds(checkRun(clusterRun(wills('bye', [420]))).problems)).toEqual(['will']);
+      // Two nodes publishing it is reported from their events too.
+      const twice = [ev(0, 'willDistributed', 't-w0', 410, 'inboundPublish'), ev(1, 'willDistributed', 't-w0', 415, 'inboundPublish')];
+      expect(checkRun(clusterRun(wills('drop', [420]), twice)).problems.map((p) => p.summary)).toEqual([
+        'w0: the nodes published its will 2 times (node 0, node 1)',
+      ]);
+    });
+
+    it('measures unavailability: a client without CONNACK and refused publishes, in the union', () => {
+      const p = new Rec(
+        spec('p0', { persistent: false, expirySeconds: 0, publish: { topics: ['a'], qos: [1], window: 10, pauseMs: 1, seed: 1 } }),
+      );
+      p.connect(0, 1);
+      p.events.push({ t: 100, conn: 1, type: 'publish', msg: 'p0:1', topic: 'a', qos: 1, packetId: 1 });
+      p.events.push({ t: 101, conn: 1, type: 'ack', msg: 'p0:1', packet: 'puback', reason: 0x80 });
+      p.events.push({ t: 300, conn: 1, type: 'publish', msg: 'p0:2', topic: 'a', qos: 1, packetId: 2 });
+      p.events.push({ t: 301, conn: 1, type: 'ack', msg: 'p0:2', packet: 'puback', reason: 0 });
+      const s = new Rec(spec('s0'));
+      s.connect(0, 1).subscribe(10, 1, [sub('a', 1)]);
+      s.events.push({ t: 250, conn: 1, type: 'close' });
+      s.connect(500, 2, true).receive(510, 2, 'p0:2', 'a', 1);
+      s.leave(DRAIN, 2, 'drain').connect(DRAIN + 1, 3, true);
+      // Refused 101..301, disconnected 250..500.5: 399.5 ms in all.
+      expect(checkRun(clusterRun([p, s])).stats.unavailableMs).toBeCloseTo(399.5, 3);
+    });
+  });
 });

@@ -1,6 +1,9 @@
 import type { BrokerEvent, ClientEvent, ClientRecord, NodeEvent, Problem, QoS, RunRecord, SubSpec } from './model';
 import { parseFilter, topicMatches } from './model';
 
+/** A cluster node's lease (docs/cluster.md § Leases). */
+const LEASE_MS = 7000;
+
 /**
  * The invariants, checked over what the clients recorded (and the drop events the broker
  * reported). Times are the clients' own (one process, one clock): a SUBACK received before a
@@ -424,7 +427,11 @@ class Checker {
       const restart = this.lastNodeEvent(node, 'restart', connectAt);
       const from = Math.max(lastClose, restart ?? -Infinity);
       const late = connectAt - from - expiryMs;
-      const killed = this.run.nodes.some((n) => n.node === node && n.type === 'kill' && n.t >= lastClose && n.t <= connectAt);
+      const killed =
+        this.run.nodes.some((n) => n.node === node && n.type === 'kill' && n.t >= lastClose && n.t <= connectAt) ||
+        // A cluster fault: the session's owner may have had no lease (paused, cut off) and nobody ran its expiry meanwhile.
+        (this.run.schedule.cluster !== undefined &&
+          this.faultSpans().some(([from, to]) => from <= connectAt && to >= lastClose - LEASE_MS));
       const storageFault = this.storageFaultBetween(node, from + expiryMs - 1000, connectAt);
       if (late > EXPIRY_LATE_SLACK_MS && !killed && !storageFault)
         this.problems.push({
@@ -574,7 +581,8 @@ class Checker {
   private checkDuplicates(): void {
     for (const inc of this.incarnations) {
       const counts = new Map<string, Deliver[]>();
-      for (const d of inc.deliver) if (d.qos === 2) counts.set(d.msg, [...(counts.get(d.msg) ?? []), d]);
+      // Wills are counted by the will check.
+      for (const d of inc.deliver) if (d.qos === 2 && !d.msg.startsWith(WILL_KEY)) counts.set(d.msg, [...(counts.get(d.msg) ?? []), d]);
       const twice = [...counts].filter(([, ds]) => ds.length > 1);
       if (twice.length > 0) {
         const [key, ds] = twice[0]!;
@@ -897,7 +905,10 @@ class Checker {
           this.outstanding++;
           this.problems.push({
             kind: 'will',
-            summary: `${name}: connection ${conn} ended without DISCONNECT and its will never arrived`,
+            summary:
+              published.length > 0
+                ? `${name}: connection ${conn} ended without DISCONNECT; node ${published[0]!.node} published its will (willDistributed) but it never reached the watcher's persistent QoS 2 subscription`
+                : `${name}: connection ${conn} ended without DISCONNECT and its will was never published`,
             details: details(),
           });
         }

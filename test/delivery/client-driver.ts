@@ -245,7 +245,8 @@ export class ClientDriver {
     this.wantOnline = false;
     this.current = undefined;
     // A will client says goodbye: its will is not due (unless its node never reads the DISCONNECT).
-    if (this.spec.will !== undefined && [...this.conns].some((c) => c.connected && !c.closed)) this.mark('bye');
+    if (this.spec.will !== undefined)
+      for (const c of this.conns) if (c.connected && !c.closed) this.push({ t: now(), conn: c.id, type: 'fault', fault: 'bye' });
     await Promise.all([...this.conns].map((c) => this.end(c)));
   }
 
