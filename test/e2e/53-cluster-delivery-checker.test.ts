@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { checkRun } from '../delivery/checker';
 import { CORPUS_DIR } from '../delivery/corpus';
-import type { ClientEvent, ClientRecord, RunRecord } from '../delivery/model';
+import type { ClientEvent, ClientRecord, Problem, RunRecord } from '../delivery/model';
 import { Campaign, formatFigures, type ScheduleOutcome } from '../delivery/runner';
 import { describeSeedRuns, parseSeed, seedRuns } from '../support/fuzz';
 
@@ -36,6 +36,28 @@ const RUNS = seedRuns(ENV, BUDGET_S, FIXED_SEED, RANDOM_SEED);
 console.log(
   `53-cluster-delivery-checker seeds: ${describeSeedRuns(RUNS)} on ${CLUSTER.nodes} nodes, ${CLUSTER.natsServers} NATS server(s), faults up to ${CLUSTER.maxFaultMs / 1000} s`,
 );
+
+/**
+ * Broker bugs the checker found that are not fixed yet (docs/delivery-checker.md § Found so far):
+ * reported in the output and counted by `npm run check:delivery -- --cluster`, but not failing
+ * this CI test. Remove an entry with the broker fix.
+ *
+ * - A will published while the watcher's node had no lease (cut off from NATS, paused) is
+ *   forwarded to that node, which refuses forwarded batches without its lease; a will has no
+ *   publisher to send it again, so it is lost for the persistent QoS 2 subscriber
+ *   (test/fixtures/delivery-corpus-open/nats-c1057e57-0.json).
+ * - A will published by a node whose registry write ending the session did not land (NATS just
+ *   back, the lease about to run out) is published again when the node takes its lease back and
+ *   "takes back" the sessions still registered to it (test/fixtures/delivery-corpus-open/nats-27bde1c4-0.json).
+ */
+function knownOpen(p: Problem): boolean {
+  return (
+    p.kind === 'will' &&
+    /published its will \(willDistributed\) but it never reached the watcher|arrived \d+ times|the nodes published its will \d+ times/.test(
+      p.summary,
+    )
+  );
+}
 
 /** A copy of a run with one client's events changed. */
 function withEvents(run: RunRecord, client: string, change: (events: ClientEvent[]) => ClientEvent[]): RunRecord {
@@ -75,8 +97,16 @@ describe('53 cluster delivery checker', () => {
       title,
       async () => {
         const before = campaign.figures.schedules;
+        const seen = outcomes.length;
         const failures = await campaign.runSeed(run.seed, run.seconds, run.only);
-        if (failures.length > 0) throw new Error(`${failures.length} failing schedule(s):\n\n${failures.join('\n\n')}`);
+        const mine = outcomes.slice(seen);
+        const open = mine.flatMap((o) =>
+          o.problems.filter(knownOpen).map((p) => `${o.schedule.seed}:${o.schedule.index} [${p.kind}] ${p.summary}`),
+        );
+        if (open.length > 0)
+          console.log(`53-cluster-delivery-checker: known open broker bug(s), not failing this test:\n${open.join('\n')}`);
+        const failing = mine.filter((o) => o.problems.some((p) => !knownOpen(p)));
+        if (failing.length > 0) throw new Error(`${failing.length} failing schedule(s):\n\n${failures.join('\n\n')}`);
         expect(campaign.figures.schedules).toBeGreaterThan(before);
       },
       (run.seconds + 180) * 1000,
@@ -84,7 +114,7 @@ describe('53 cluster delivery checker', () => {
   }
 
   it('fails on two owners and a will twice in the records of a real run', () => {
-    const passing = outcomes.filter((o) => o.problems.length === 0);
+    const passing = outcomes.filter((o) => o.problems.every(knownOpen));
     expect(passing.length).toBeGreaterThan(0);
     const found = new Set<string>();
     for (const o of passing) {
