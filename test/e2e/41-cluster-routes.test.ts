@@ -16,6 +16,7 @@ import {
   withTimeout,
 } from '../support/mqtt-helpers';
 import { startNatsServer, type NatsCluster } from '../support/nats-server';
+import { routeKey } from '../../core/src/cluster/routes';
 
 /**
  * Routes and cross-node delivery over a real nats-server (docs/cluster.md § Routes, § Forwarding):
@@ -170,6 +171,20 @@ describe('cross-node delivery (2 nodes, 1 NATS server)', () => {
     expect(await metric(a, 'cluster_forwarded_messages_total')).toBe(forwarded);
     expect(gotOther.payloads()).toEqual(['one']);
   }, 20_000);
+
+  it("sends SUBACK once the subscription's route is in the bucket", async () => {
+    const nc = await natsConnect({ servers: nats.urls[0]! });
+    try {
+      const kv = await nc.jetstream().views.kv('bifro_routes');
+      const sub = await client(b, 'suback-after-route');
+      for (const filter of ['fresh/1/#', 'fresh/2/+', 'fresh/3']) {
+        await subscribe(sub, filter, { qos: 1 });
+        expect((await kv.get(routeKey('node-b', 'default', filter)))?.operation).toBe('PUT');
+      }
+    } finally {
+      await nc.close();
+    }
+  });
 
   it('never crosses tenants', async () => {
     const sub1 = await client(b, 'same', { username: 'ten1/u' });

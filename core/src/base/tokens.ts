@@ -8,4 +8,6 @@ export const RUNTIME_TOKENS = {
   Clock: Symbol('Clock'),
   /** The `Router` (routing seam): the in-process `LocalRouter` unless the composition root picks another. */
   Router: Symbol('Router'),
+  /** The `Topology` (broker/topology.ts): standalone, worker or cluster node, built before the engine. */
+  Topology: Symbol('Topology'),
 } as const;

@@ -9,7 +9,7 @@ import { RUNTIME_TOKENS } from '../base/tokens';
 import { PLUGIN_TOKENS } from '../plugin-host/tokens';
 import type { AclManager, AuthManager, BalancerManager, EventManager, SettingsManager, ThrottlerManager } from '../plugin-host/managers';
 import type { Router } from '../routing/router';
-import { pickMember, servedHere, type SharedGroupMatch, type SharedGroupRef } from '../routing/shared-group';
+import { pickMember, type SharedGroupRef } from '../routing/shared-group';
 import { RetainQuotas } from '../retain/retain-quotas';
 import { RetainService } from '../retain/retain-service';
 import type { Message } from '../session/message';
@@ -23,7 +23,7 @@ import { describeError } from '../base/errors';
 import type { EmitEvent, EventClient, EventDetail } from '../base/broker-events';
 import { RedirectSweep, type RedirectTarget } from './redirect-sweep';
 import { StorageHealthMonitor } from './storage-health';
-import type { ClusterSessions } from './cluster-sessions';
+import type { Topology } from './topology';
 
 export type { ConnectLimits, LiveLimits } from '../tenancy/tenant-limits';
 export { NEVER_EXPIRES } from '../session/session-registry';
@@ -39,21 +39,6 @@ const DEFER_INFLIGHT_MS = 25;
 
 /** How often MQTT 3 deliveries are checked for resends (ResendTimeoutSeconds is at least 1 s). */
 const RESEND_SCAN_MS = 1000;
-
-/**
- * Cross-node delivery (cluster mode): queues a message for the other nodes whose routes match, and
- * for the node picked for each matching shared group; returns how many nodes. `here[i]` turns
- * false when the local group `groups[i]` is assigned to another node.
- */
-export interface RemoteDelivery {
-  forward(
-    tenantId: string,
-    msg: Message,
-    waiter: WriteWaiter | undefined,
-    groups: readonly SharedGroupMatch<Session>[],
-    here: boolean[] | undefined,
-  ): number;
-}
 
 /** What the broker needs of an open connection: the redirect sweep's view and a way to close it. */
 export interface OpenConnection extends RedirectTarget {
@@ -81,10 +66,6 @@ export class Engine implements SessionRegistryHost {
   readonly redirects: RedirectSweep;
   /** Set when the broker is shutting down: connections closing now are the server's doing. */
   shuttingDown = false;
-  /** Set in cluster mode once it started: every publish is offered to the other nodes after the local match. */
-  remote: RemoteDelivery | undefined = undefined;
-  /** Set in cluster mode once it started: CONNECT claims the session in the cluster's registry first. */
-  clusterSessions: ClusterSessions | undefined = undefined;
   /** Per-address connection rate and flapping bans (security.connectionRate, security.flapping). */
   readonly gate: ConnectionGate;
   /** Operator bans (client ids, users, tenants, addresses), loaded from `storage.bans` at boot; asked at CONNECT. */
@@ -117,6 +98,8 @@ export class Engine implements SessionRegistryHost {
     @inject(RUNTIME_TOKENS.Router) readonly router: Router<Session>,
     @inject(RetainService) readonly retain: RetainService,
     @inject(SessionPersistence) readonly persistence: SessionPersistence,
+    /** Standalone, worker or cluster node: the few points where they differ (D37). */
+    @inject(RUNTIME_TOKENS.Topology) readonly topology: Topology,
   ) {
     const emit: EmitEvent = (type, client, detail) => this.emit(type, client, detail);
     this.gate = new ConnectionGate(config.security, logger, emit, wheel.clock);
@@ -205,12 +188,9 @@ export class Engine implements SessionRegistryHost {
       m.subscriber.deliver({ msg, qos, retain: m.retainAsPublished && msg.retain, subscriptionIds: ids }, waiter);
       count++;
     }
-    // Cluster mode: which local groups this node serves (docs/cluster.md § Shared subscriptions).
-    let here: boolean[] | undefined;
-    if (this.remote !== undefined) {
-      here = match.groups.length === 0 ? undefined : servedHere(match.groups, fromNode);
-      if (fromNode === undefined) count += this.remote.forward(tenantId, msg, waiter, match.groups, here);
-    }
+    // Which local groups this broker serves (a cluster node: docs/cluster.md § Shared subscriptions), and the rest of the topology.
+    const here = match.groups.length === 0 ? undefined : this.topology.groupsHere(match.groups, fromNode);
+    if (fromNode === undefined) count += this.topology.forward(tenantId, msg, waiter, match.groups, here);
     const maxGroups = match.groups.length === 0 ? 0 : this.settings.get(tenantId, 'MaxGroupFanout');
     for (let i = 0; i < match.groups.length && i < maxGroups; i++) {
       if (here !== undefined && !here[i]) continue;

@@ -68,6 +68,8 @@ export interface RunningCluster extends ClusterView {
   readonly sessions: SessionOwnership;
   /** Whether this node has seen `nodeId`'s route of this exact (tenant, filter) in the routes bucket. */
   hasRoute(nodeId: string, tenantId: string, filter: string): boolean;
+  /** Resolves true once this node's route writes under way are done (false: one failed and is retried, or NATS is not reached yet). */
+  routesWritten(): Promise<boolean>;
   /** Puts this node's record now (a drain starts or ends) rather than at the next heartbeat. */
   announce(): void;
   /** Asks another node to start or end its drain (request/reply on `bifro.drain.<node>`); rejects when it does not answer. */

@@ -255,6 +255,7 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
     forward: (tenantId, msg, waiter, groups, here) => forwarder.forward(tenantId, msg, waiter, groups, here),
     sessions: owners,
     hasRoute: (node, tenantId, filter) => table.hasRoute(node, tenantId, filter),
+    routesWritten: () => writer.written(),
     announce: () => membership.announce(),
     async relayDrain(node, request) {
       if (current === undefined || current.isClosed()) throw new Error('not connected to NATS');

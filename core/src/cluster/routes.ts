@@ -175,8 +175,9 @@ export class RouteWriter {
     return this.written();
   }
 
-  /** Resolves true when every pending write is done, false when one failed (it is retried). */
-  private written(): Promise<boolean> {
+  /** Resolves true when every pending write is done, false when one failed (it is retried) or the bucket is not open yet. */
+  written(): Promise<boolean> {
+    if (this.kv === undefined || this.stopped) return Promise.resolve(false);
     if (this.dirty.size === 0 && !this.writing) return Promise.resolve(true);
     return new Promise((resolve) => this.writeWaiters.push(resolve));
   }

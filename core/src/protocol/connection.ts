@@ -142,10 +142,9 @@ export class MqttConnection implements ConnectionPort, WheelEntry, FrameSink {
       this.receive(chunk);
       return;
     }
-    // Cluster mode: a lease that ran out (this process was paused, or cut off from NATS) fences
-    // this node's sessions, this one's included, before any of their bytes is served.
-    const cluster = this.engine.clusterSessions;
-    if (cluster !== undefined && !cluster.holdsLease() && (this.state as string) === 'closed') return;
+    // A cluster node whose lease ran out (this process was paused, or cut off from NATS) fences
+    // its sessions, this one's included, before any of their bytes is served.
+    if (!this.engine.topology.serving() && (this.state as string) === 'closed') return;
     meterInbound(this, chunk.length, now);
     this.receive(chunk);
     if (this.state === 'connected') throttleTenantInbound(this);

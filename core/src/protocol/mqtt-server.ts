@@ -4,7 +4,6 @@ import type { BrokerConfig } from '../base/config-types';
 import type { Logger } from '../base/logger';
 import { RUNTIME_TOKENS } from '../base/tokens';
 import { bindListener, type AcceptHandler, type BoundListener } from '../transport/listeners';
-import { MqttConnection } from './connection';
 import type { ConnectionOrigin } from '../transport/connection-origin';
 import { Engine } from '../broker/engine';
 import { RC } from '../codec/reason-codes';
@@ -13,8 +12,6 @@ import { RC } from '../codec/reason-codes';
 @injectable()
 export class MqttServer {
   private bound: BoundListener[] = [];
-  /** Worker mode (docs/multicore.md): accepted streams go here instead of {@link accept}; set before {@link listen}. */
-  acceptHook: AcceptHandler | undefined;
 
   constructor(
     @inject(RUNTIME_TOKENS.Config) private readonly config: BrokerConfig,
@@ -24,7 +21,7 @@ export class MqttServer {
 
   /** Bind every listener; on a failure, close the ones already bound and rethrow. */
   async listen(): Promise<readonly BoundListener[]> {
-    const accept: AcceptHandler = this.acceptHook ?? ((socket, origin) => this.accept(socket, origin));
+    const accept: AcceptHandler = (socket, origin) => this.accept(socket, origin);
     try {
       for (const listener of this.config.listeners) {
         this.bound.push(await bindListener(listener, accept, { logger: this.logger, admit: this.admit }));
@@ -49,8 +46,9 @@ export class MqttServer {
   /** The per-address connection rate (security.connectionRate), asked by the listeners at accept. */
   private readonly admit = (remoteAddress: string, listener: string): boolean => this.engine.gate.admit(remoteAddress, listener);
 
+  /** The topology makes the connection (a worker's records what it reads, for a hand-over). */
   private accept(socket: Duplex, origin: ConnectionOrigin): void {
-    new MqttConnection(socket, origin, this.engine);
+    this.engine.topology.accept(socket, origin);
     this.logger.trace({ listener: origin.listener, remote: origin.remoteAddress }, 'accepted');
   }
 }

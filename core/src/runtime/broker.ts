@@ -15,23 +15,20 @@ import type { ListenerAddress } from '../transport/listener-address';
 import { Engine } from '../broker/engine';
 import { LocalRouter } from '../routing/local-router';
 import { ClusterRouter } from '../routing/cluster-router';
-import { ClusterSessions } from '../broker/cluster-sessions';
-import { TopicTrie } from '../routing/topic-trie';
-import { PROTOCOL_TOPIC_LIMITS, validateTopicName } from '../routing/topic';
-import { CountedWaiter } from '../session/counted-waiter';
-import { Message } from '../session/message';
-import type { PublishProperties } from '../codec/publish-codec';
 import { RetainService } from '../retain/retain-service';
 import type { Session } from '../session/session';
 import { SessionPersistence } from '../session/session-persistence';
-import { serveAsWorker, type WorkerRouter } from '../workers/handover';
-import { DATA_DIR_MODE, isLoopbackHost, isReservedTopic, secureDataDir } from '../security/secure-defaults';
+import type { WorkerRouter } from '../workers/handover';
+import type { Topology } from '../broker/topology';
+import { StandaloneTopology } from '../topology/standalone';
+import { WorkerTopology } from '../topology/workers';
+import { ClusterTopology } from '../topology/cluster';
+import { DATA_DIR_MODE, isLoopbackHost, secureDataDir } from '../security/secure-defaults';
 import { describeError } from '../base/errors';
 import type { Clock } from '../base/clock';
 import type { ApiContext, BrokerState } from '../api/api-context';
 import { startApi, type RunningApi } from '../api/api-server';
-import { standaloneView, type NodeLoad, type ReceivedMessage, type RunningCluster } from '../cluster/cluster-view';
-import { CORE_VERSION } from '../plugin-host/core-version';
+import type { ClusterView, NodeLoad } from '../cluster/cluster-view';
 import { PLUGIN_TOKENS } from '../plugin-host/tokens';
 import { NodeDrain } from '../broker/node-drain';
 
@@ -112,14 +109,30 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     );
   }
 
+  // Where this broker stands (D37): built before the engine, which receives it.
+  const topology: Topology & { bind(engine: Engine): void } =
+    drain !== undefined
+      ? new ClusterTopology({
+          config,
+          logger,
+          clock,
+          router: clusterRouter!,
+          drain,
+          storage: host.storage,
+          storageName: host.plugins.find((p) => p.kinds.includes('storage'))?.name,
+        })
+      : options.worker !== undefined
+        ? new WorkerTopology(config, clock, options.worker)
+        : new StandaloneTopology(config, clock);
+  container.register(RUNTIME_TOKENS.Topology, { useValue: topology });
   // The object graph, built once: the engine (with the services it composes) and the server over it.
   container.registerSingleton(RetainService);
   container.registerSingleton(SessionPersistence);
   container.registerSingleton(Engine);
   container.registerSingleton(MqttServer);
   const engine = container.resolve(Engine);
+  topology.bind(engine);
   const server = container.resolve(MqttServer);
-  if (options.worker !== undefined) serveAsWorker(server, engine, options.worker);
   const state: BrokerState = { ready: false, stopping: false };
   const startedAt = clock();
   // Sampled on the timer wheel only when something reads the rates (the admin API, $SYS).
@@ -139,16 +152,9 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
   };
   let bound;
   let api: RunningApi | undefined;
-  let cluster: RunningCluster | undefined;
+  let started = false;
   try {
-    // Storage a whole cluster shares holds every node's sessions: a node takes back only its own, from the registry.
-    const sharedStorage = config.cluster !== undefined && host.storage.shared === true;
-    if (config.cluster !== undefined && !sharedStorage)
-      logger.warn(
-        { plugin: host.plugins.find((p) => p.kinds.includes('storage'))?.name },
-        'cluster mode with storage the nodes do not share (plugins.storage): a persistent session stays on its node, and moves without its inbox; remove plugins.storage to use @bifro/plugin-storage-nats',
-      );
-    const restored = sharedStorage ? 0 : await engine.sessions.restore();
+    const restored = await topology.restore();
     if (restored > 0) logger.info({ sessions: restored }, `restored ${restored} persistent sessions`);
     // Bans are in force before the first CONNECT is read.
     await engine.bans.load();
@@ -156,44 +162,12 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
     engine.redirects.start();
     if (config.api !== undefined || config.sysInterval > 0 || config.cluster !== undefined) rates.start();
     sys.start();
-    // After storage and listeners: the heartbeat names the listeners as bound.
-    const listenerAddresses = bound.map((l) => `${l.host}:${l.port}`);
-    const load = (): NodeLoad => nodeLoad(usage, rates);
-    if (clusterRouter !== undefined) {
-      cluster = startClusterMode(config, logger, bound, startedAt, load, clusterRouter, engine, clock, drain);
-      engine.remote = cluster;
-      const running = cluster;
-      drain?.attach({
-        nodes: () => running.nodes(),
-        listenerNames: bound.map((l) => l.name),
-        announce: () => running.announce(),
-        sweep: (perSecond, active) => engine.redirects.drain(perSecond, active),
-        nodeId: running.nodeId,
-        connections: () => engine.connections.size,
-        relay: (node, request) => running.relayDrain(node, request),
-      });
-      engine.clusterSessions = new ClusterSessions(
-        cluster.nodeId,
-        cluster.sessions,
-        engine.sessions,
-        host.storage,
-        sharedStorage,
-        logger,
-        clock,
-        (node, tenantId, filter) => running.hasRoute(node, tenantId, filter),
-      );
-    }
-    // Standalone, the nodes endpoint and the cluster metrics see this broker alone.
-    const nodes =
-      cluster ??
-      standaloneView(
-        config.nodeId,
-        () => ({ nodeId: config.nodeId, startedAt, version: CORE_VERSION, listeners: listenerAddresses, ...load() }),
-        clock,
-      );
+    // After storage and listeners: a cluster node's heartbeat names the listeners as bound.
+    const nodes: ClusterView = topology.start({ bound, startedAt, load: () => nodeLoad(usage, rates) });
+    started = true;
     if (config.api !== undefined) api = await startApi({ ...apiContext, nodes }, config.api);
   } catch (err) {
-    await cluster?.stop();
+    if (started) await topology.stop();
     await server.close();
     await host.close();
     wheel.close();
@@ -240,9 +214,8 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
         rates.stop();
         await server.close();
         await api?.close();
-        // The others drop this node at once (its key deleted), then the NATS connection drains.
-        engine.remote = undefined;
-        await cluster?.stop();
+        // A cluster node stops forwarding, the others drop it at once (its key deleted), then the NATS connection drains.
+        await topology.stop();
         // Deletes of ended bans met at CONNECT reach storage before it closes.
         await engine.bans.settled();
         await host.close();
@@ -251,124 +224,6 @@ export async function startBroker(config: BrokerConfig, logger: Logger, options:
       })();
       return stopping;
     },
-  };
-}
-
-/**
- * Cluster mode, loaded only when configured: a standalone broker never requires NATS.
- * The node id: `cluster.nodeId`, else `<nodeId>-<port of the first listener as bound>`, unique
- * among brokers sharing a host and the same across restarts on fixed ports (docs/cluster.md).
- */
-function startClusterMode(
-  config: BrokerConfig,
-  logger: Logger,
-  bound: readonly ListenerAddress[],
-  startedAt: number,
-  load: () => NodeLoad,
-  router: ClusterRouter<Session>,
-  engine: Engine,
-  clock: Clock,
-  drain: NodeDrain | undefined,
-): RunningCluster {
-  const clusterConfig = config.cluster!;
-  const nodeId = clusterConfig.nodeId ?? `${config.nodeId}-${bound[0]?.port ?? 0}`;
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { startCluster } = require('../cluster') as typeof import('../cluster');
-  return startCluster({
-    cluster: clusterConfig,
-    nodeId,
-    version: CORE_VERSION,
-    startedAt,
-    listeners: bound.map((l) => `${l.host}:${l.port}`),
-    load,
-    logger,
-    localRoutes: router,
-    newIndex: () => new TopicTrie<string>(),
-    deliver: (messages, done) => deliverFromNode(engine, messages, done),
-    clock,
-    draining: () => drain?.draining === true,
-    drainRequest: drain === undefined ? undefined : (request) => drain.handle(request),
-    // Quotas cluster-wide: the retained totals of a shared store are counted by the store.
-    usage: engine.usage,
-    sharedStorage: engine.persistence.storage.shared === true,
-  });
-}
-
-/** Settles once every storage write of a forwarded batch is done: the sending node's reply. */
-class BatchWaiter extends CountedWaiter {
-  constructor(private readonly done: (failed: boolean) => void) {
-    super();
-  }
-
-  protected settled(failed: boolean): void {
-    this.done(failed);
-  }
-}
-
-/**
- * Messages another node forwarded: matched and delivered here like a local publish, but never
- * forwarded again nor retained (each node's retained store is its own in this part). The batch's
- * QoS 1/2 messages hold one waiter, as a PUBACK would, so the reply waits for this node's storage.
- */
-function deliverFromNode(engine: Engine, messages: readonly ReceivedMessage[], done: (failed: boolean) => void): void {
-  // Without its lease this node serves no session (a lapse just seen fences them first): refused, the sender retries.
-  if (engine.clusterSessions?.holdsLease() === false) {
-    done(true);
-    return;
-  }
-  const waiter = new BatchWaiter(done);
-  const now = engine.now();
-  for (const r of messages) {
-    // The sending node checked it; a frame is still not trusted with what the router relies on ($SYS is per node).
-    if (!validateTopicName(r.topic, PROTOCOL_TOPIC_LIMITS).ok || isReservedTopic(r.topic)) {
-      engine.logger.warn({ tenantId: r.tenantId, topic: r.topic }, 'dropped a forwarded message with an invalid topic');
-      continue;
-    }
-    const msg = new Message(
-      r.topic,
-      r.payload,
-      r.qos,
-      r.retain,
-      receivedProperties(r),
-      now,
-      r.expiryMs === undefined ? 0 : now + r.expiryMs,
-      r.publisherClientId,
-    );
-    try {
-      engine.publish(r.tenantId, msg, r.qos === 0 ? undefined : waiter, r.groups);
-    } catch (err) {
-      engine.logger.error({ tenantId: r.tenantId, topic: r.topic, err: describeError(err) }, 'forwarded message not distributed');
-      if (r.qos !== 0) {
-        waiter.hold();
-        waiter.fail(err);
-      }
-    }
-  }
-  waiter.release();
-}
-
-/**
- * The v5 properties a forwarded message carries, or undefined when it has none: like a local
- * PUBLISH without properties, its encoding per variant is then shared by every subscriber.
- */
-function receivedProperties(r: ReceivedMessage): PublishProperties | undefined {
-  if (
-    r.payloadFormatIndicator === undefined &&
-    r.expiryMs === undefined &&
-    r.contentType === undefined &&
-    r.responseTopic === undefined &&
-    r.correlationData === undefined &&
-    r.userProperties === undefined
-  )
-    return undefined;
-  return {
-    payloadFormatIndicator: r.payloadFormatIndicator,
-    // The interval left [MQTT-3.3.2-6]; the deliveries recompute it from expiresAt.
-    messageExpiryInterval: r.expiryMs === undefined ? undefined : Math.ceil(r.expiryMs / 1000),
-    contentType: r.contentType,
-    responseTopic: r.responseTopic,
-    correlationData: r.correlationData,
-    userProperties: r.userProperties,
   };
 }
 

@@ -345,7 +345,7 @@ export class SessionRegistry {
     if (!this.unindex(session)) return;
     session.will = undefined;
     session.willAt = 0;
-    session.movedAway = true;
+    session.forgotten = true;
     session.clearState();
     this.awaitReplacement(session, graceMs, replaced);
   }

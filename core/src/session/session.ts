@@ -86,10 +86,11 @@ export class Session implements WheelEntry, WriteReporter {
   private inflightMap: Map<number, Inflight> | undefined;
   will: SessionWill | undefined;
   /**
-   * Cluster mode: handed over to another node, its routes kept here a moment (so publishers'
-   * nodes see the new owner's routes before these go); a QoS 1/2 delivery to it fails.
+   * No longer served by this registry (its `forget`: another node serves it),
+   * its routes kept a moment (so publishers' nodes see the new owner's routes before these go);
+   * a QoS 1/2 delivery to it fails.
    */
-  movedAway = false;
+  forgotten = false;
   /** When the pending will fires (ms since epoch), 0 = none pending. */
   willAt = 0;
   /** When the disconnected session expires (ms since epoch), 0 = not scheduled. */
@@ -247,8 +248,8 @@ export class Session implements WheelEntry, WriteReporter {
       }
       return undefined;
     }
-    if (this.movedAway) {
-      // Served by another node now (cluster mode): this node takes no responsibility for it.
+    if (this.forgotten) {
+      // Served elsewhere now: this broker takes no responsibility for it.
       if (d.qos > 0 && waiter !== undefined) {
         waiter.hold();
         waiter.fail(new Error(`session ${this.clientId} moved to another node`));

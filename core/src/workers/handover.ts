@@ -4,18 +4,15 @@
  * records the bytes it read until then; the owner gets the socket, replays the CONNECT (and
  * whatever followed it) through a fresh connection and authenticates again. After an enhanced
  * authentication exchange (v5 AUTH), which cannot be replayed, the owner gets its outcome instead.
- * Nothing here runs in a single process: MqttServer only sets a connection's `handover` in worker mode.
+ * Nothing here runs in a single process: only the worker topology (topology/workers.ts) sets a connection's `handover`.
  */
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from '../base/logger';
-import { MqttConnection } from '../protocol/connection';
 import type { AdoptedAuth, ConnectionHandover, ConnectionPort } from '../protocol/connection-port';
 import type { ConnectionOrigin } from '../transport/connection-origin';
-import type { Engine } from '../broker/engine';
 import { refuse } from '../protocol/handlers/connect';
 import type { Identity } from '../protocol/identity';
-import type { MqttServer } from '../protocol/mqtt-server';
 import { RC, RC3 } from '../codec/reason-codes';
 import type { HandoverMessage } from './ipc';
 import { replayBytes } from './replay-bytes';
@@ -145,33 +142,4 @@ export function adoptedAuthOf(message: HandoverMessage): AdoptedAuth | undefined
     method: auth.method,
     data: auth.data === undefined ? undefined : Buffer.from(auth.data, 'base64'),
   };
-}
-
-/**
- * Makes `server` a worker's: every accepted connection records what it reads until auth names its
- * tenant (and is handed over when another worker owns it); connections handed to this worker are
- * adopted: their bytes are replayed through a fresh connection. Called before the listeners bind.
- */
-export function serveAsWorker(server: MqttServer, engine: Engine, router: WorkerRouter): void {
-  server.acceptHook = (socket, origin) => {
-    const capture = canHandOver(socket) ? new CapturingHandover(socket, origin, router) : undefined;
-    const conn = new MqttConnection(socket, origin, engine);
-    conn.handover = capture;
-    router.logger.trace({ listener: origin.listener, remote: origin.remoteAddress }, 'accepted');
-  };
-  router.receive((socket, message) => {
-    if (engine.shuttingDown) {
-      socket.destroy();
-      return;
-    }
-    socket.setNoDelay(true);
-    // Ahead of anything the socket reads from now on: these bytes came first.
-    socket.unshift(Buffer.from(message.bytes, 'base64'));
-    const conn = new MqttConnection(socket, message.origin, engine);
-    conn.handover = new AdoptedConnection(router, adoptedAuthOf(message));
-    router.logger.debug(
-      { tenantId: message.tenantId, from: message.from, remote: message.origin.remoteAddress },
-      `connection adopted from worker ${message.from}`,
-    );
-  });
 }

@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import type { ClientInfo, ProtocolVersion } from '@bifro/spi';
 import { Engine } from '../../src/broker/engine';
+import { StandaloneTopology } from '../../src/topology/standalone';
 import { loadPlugins } from '../../src/plugin-host';
 import type { PluginHost } from '../../src/plugin-host/managers';
 import { RC } from '../../src/codec/reason-codes';
@@ -62,7 +63,8 @@ function will(clientId: string, delaySeconds: number): { message: Message; delay
 
 /** An engine over the loaded plugins' managers, as the composition root injects them. */
 function engineOver(config: BrokerConfig, logger: Logger, wheel: TimerWheel, usage: TenantUsage, host: PluginHost): Engine {
-  return new Engine(
+  const topology = new StandaloneTopology(config, wheel.clock);
+  const engine = new Engine(
     config,
     logger,
     wheel,
@@ -76,7 +78,10 @@ function engineOver(config: BrokerConfig, logger: Logger, wheel: TimerWheel, usa
     new LocalRouter<Session>(),
     new RetainService(host.storage, wheel.clock),
     new SessionPersistence(host.storage),
+    topology,
   );
+  topology.bind(engine);
+  return engine;
 }
 
 describe('SessionRegistry (injectable clock, memory storage)', () => {

@@ -344,15 +344,15 @@ function finishConnect(
       refuse(conn, RC.QuotaExceeded, RC3.ServerUnavailable, 'tenant connection quota exhausted');
       return;
     }
-    const cluster = engine.clusterSessions;
-    if (cluster === undefined) return openSession();
-    // Cluster mode: the session is claimed in the cluster's registry first (an owner on another node hands it over).
+    // The session is claimed where another owner may hold it (a cluster node: an owner on another node hands it over).
     const forceTransient = engine.setting(tenantId, 'ForceTransient');
     const clean = packet.clean !== false || forceTransient;
     const persistent = !forceTransient && (conn.v5 ? (packet.properties?.sessionExpiryInterval ?? 0) > 0 : packet.clean === false);
-    return cluster.claim(client, clean, persistent, will).then((claimed) => {
+    const claim = engine.topology.claim(client, clean, persistent, will);
+    if (claim === true) return openSession();
+    return claim.then((claimed) => {
       if (conn.isClosed()) {
-        cluster.abandoned(client);
+        engine.topology.abandoned(client);
         return;
       }
       if (!claimed) {

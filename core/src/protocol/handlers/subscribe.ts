@@ -130,12 +130,19 @@ function finish(
     engine.emit('subAcked', client, () => ({ filters: packet.subscriptions.map((s) => s.topic).join(',') }));
     for (const g of granted) if (wantsRetained(g)) sendRetained(engine, session, g);
   };
+  // A cluster node's SUBACK waits for the routes to be written, so the other nodes route to them (2 s at most).
+  const announced = granted.length > 0 ? engine.topology.announced() : undefined;
   // A persistent session's subscriptions are on disk before SUBACK says so; when they cannot be
   // stored they are taken back and SUBACK says so.
   if (session.persistent && granted.length > 0) {
-    storeSubscriptions(engine, session, granted).then(acknowledge, () => {
+    const stored = storeSubscriptions(engine, session, granted);
+    (announced === undefined ? stored : Promise.all([stored, announced])).then(acknowledge, () => {
       for (let i = 0; i < codes.length; i++) if (codes[i]! < FIRST_FAILURE_CODE) codes[i] = conn.v5 ? RC.UnspecifiedError : V3_FAILURE;
       conn.send(suback);
+    });
+  } else if (announced !== undefined) {
+    void announced.then(() => {
+      if (conn.state !== 'closed') acknowledge();
     });
   } else {
     acknowledge();
