@@ -409,6 +409,26 @@ describe('the delivery checker', () => {
       expect(checkRun(clusterRun([], handedOver)).problems).toEqual([]);
     });
 
+    it('reports a node that lets a client in while its lease had run out', () => {
+      const id = 't-s0';
+      const broker = [
+        ev(1, 'clientConnected', id, 10, 'clientConnected'),
+        { node: 1, type: 'leaseLost', eventTime: 300 },
+        ev(1, 'kicked', id, 310, 'clientDisconnected'),
+        ev(1, 'clientConnected', id, 600, 'clientConnected'),
+        { node: 1, type: 'leaseHeld', eventTime: 900 },
+        ev(1, 'byClient', id, 1200, 'clientDisconnected'),
+      ];
+      const r = checkRun(clusterRun([], broker));
+      expect(kinds(r.problems)).toEqual(['lease']);
+      expect(r.problems[0]!.summary).toBe(
+        't-s0: node 1 let it in at +600.0 ms without its lease (it ran out at +300.0 ms, held again at +900.0 ms)',
+      );
+      // Let in once the lease is held again: fine.
+      const later = broker.map((e) => (e.eventTime === 600 ? { ...e, eventTime: 950 } : e));
+      expect(checkRun(clusterRun([], later)).problems).toEqual([]);
+    });
+
     /** A will client with one connection that ends at 400 (dropped, or with DISCONNECT), and the watcher. */
     function wills(how: 'drop' | 'bye', received: number[]): Rec[] {
       const w = new Rec(spec('w0', { persistent: false, expirySeconds: 0, will: { delaySeconds: 0 } }));

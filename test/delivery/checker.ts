@@ -821,8 +821,25 @@ class Checker {
       if (e.clientId === undefined || (e.group !== CONNECTED_GROUP && e.group !== DISCONNECTED_GROUP)) continue;
       byClient.set(e.clientId, [...(byClient.get(e.clientId) ?? []), e]);
     }
+    const unleased = unleasedSpans(this.run.broker, this.run.end);
     for (const [clientId, events] of byClient) {
       const spans = nodeSpans(events, leases);
+      // A node serves a client only within its lease: no connection starts while it had run out.
+      const outside = spans.find((x) => unleased.some((u) => u.node === x.node && x.from > u.from + NODE_OWNER_SLACK_MS && x.from < u.to));
+      if (outside !== undefined) {
+        const u = unleased.find((v) => v.node === outside.node && outside.from > v.from && outside.from < v.to)!;
+        this.problems.push({
+          kind: 'lease',
+          summary:
+            `${clientId}: node ${outside.node} let it in at ${this.rel(outside.from)} without its lease ` +
+            `(it ran out at ${this.rel(u.from)}, ${u.to === this.run.end ? 'not held again in the run' : `held again at ${this.rel(u.to)}`})`,
+          details: events
+            .filter((e) => e.eventTime >= u.from - 8000 && e.eventTime <= u.to + 1000)
+            .slice(0, 20)
+            .map((e) => `  ${this.rel(e.eventTime)} node ${e.node} ${e.type}`)
+            .concat(this.run.nodes.map((n) => `  ${this.rel(n.t)} ${n.node >= 0 ? `node ${n.node}` : 'NATS'} ${n.type}`)),
+        });
+      }
       let found: { a: NodeSpan; b: NodeSpan } | undefined;
       for (const a of spans)
         for (const b of spans)
@@ -1009,6 +1026,21 @@ export function nodeSpans(events: readonly BrokerEvent[], leases: readonly Broke
   return spans;
 }
 
+/** Per node, when it had no lease: from a `leaseLost` (the lease's end) to the next `leaseHeld` (or `end`). */
+export function unleasedSpans(broker: readonly BrokerEvent[], end: number): { node: number; from: number; to: number }[] {
+  const spans: { node: number; from: number; to: number }[] = [];
+  const open = new Map<number, number>();
+  for (const e of [...broker].sort((a, b) => a.eventTime - b.eventTime)) {
+    if (e.type === 'leaseLost' && !open.has(e.node)) open.set(e.node, e.eventTime);
+    else if (e.type === 'leaseHeld' && open.has(e.node)) {
+      spans.push({ node: e.node, from: open.get(e.node)!, to: e.eventTime });
+      open.delete(e.node);
+    }
+  }
+  for (const [node, from] of open) spans.push({ node, from, to: end });
+  return spans;
+}
+
 /** See {@link CheckStats.unavailableMs}: over [t0, drainStart]. */
 export function unavailableMs(run: RunRecord): number {
   const spans: [number, number][] = [];
@@ -1080,7 +1112,7 @@ function splitKey(key: string): [string, number] {
 export function describeEvent(e: ClientEvent): string {
   switch (e.type) {
     case 'connect':
-      return `c${e.conn} CONNECT${e.clean ? ' clean' : ''}`;
+      return `c${e.conn} CONNECT${e.clean ? ' clean' : ''}${e.node !== undefined ? ` to node ${e.node}` : ''}`;
     case 'connack':
       return `c${e.conn} CONNACK 0x${e.reason.toString(16)} session present ${e.sessionPresent ? 1 : 0}`;
     case 'connect-failed':

@@ -232,6 +232,7 @@ export interface Problem {
     | 'stalled'
     | 'broker'
     | 'two-owners'
+    | 'lease'
     | 'will'
     | 'routes';
   /** One line: what is wrong. */
