@@ -404,6 +404,10 @@ describe('the delivery checker', () => {
       // Node 0's lease ran out at 450: it served nothing after that, although its disconnect is logged at 900.
       const fenced = [...overlapping, { node: 0, type: 'leaseLost', eventTime: 450 }];
       expect(checkRun(clusterRun([], fenced)).problems).toEqual([]);
+      // Node 0 killed at 450: it logs no disconnect, and serves nothing after the kill.
+      const killed: NodeEvent[] = [{ t: 450, node: 0, type: 'kill' }];
+      expect(checkRun(clusterRun([], overlapping.slice(0, 2), killed)).problems).toEqual([]);
+      expect(kinds(checkRun(clusterRun([], overlapping.slice(0, 2))).problems)).toEqual(['two-owners']);
       // A hand-over: node 0 let go at 495, node 1 took it at 500.
       const handedOver = [overlapping[0]!, ev(0, 'kicked', id, 495, 'clientDisconnected'), overlapping[1]!];
       expect(checkRun(clusterRun([], handedOver)).problems).toEqual([]);

@@ -822,8 +822,12 @@ class Checker {
       byClient.set(e.clientId, [...(byClient.get(e.clientId) ?? []), e]);
     }
     const unleased = unleasedSpans(this.run.broker, this.run.end);
+    // A killed node serves nothing from its kill on, whatever it could not log.
+    const kills = this.run.nodes
+      .filter((n) => n.type === 'kill')
+      .map((n): BrokerEvent => ({ node: n.node, type: 'killed', eventTime: n.t }));
     for (const [clientId, events] of byClient) {
-      const spans = nodeSpans(events, leases);
+      const spans = nodeSpans(events, [...leases, ...kills]);
       // A node serves a client only within its lease: no connection starts while it had run out.
       const outside = spans.find((x) => unleased.some((u) => u.node === x.node && x.from > u.from + NODE_OWNER_SLACK_MS && x.from < u.to));
       if (outside !== undefined) {
@@ -1010,8 +1014,8 @@ export function nodeSpans(events: readonly BrokerEvent[], leases: readonly Broke
     let open = 0;
     let from = 0;
     for (const e of mine) {
-      if (e.type === 'leaseLost') {
-        if (open > 0) spans.push({ node, from, to: e.eventTime, byLease: true });
+      if (e.type === 'leaseLost' || e.type === 'killed') {
+        if (open > 0) spans.push({ node, from, to: e.eventTime, byLease: e.type === 'leaseLost' });
         open = 0;
       } else if (e.group === CONNECTED_GROUP) {
         if (open === 0) from = e.eventTime;
