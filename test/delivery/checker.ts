@@ -987,6 +987,7 @@ class Checker {
         (allowance > 0 ? ` (the broker reported ${allowance} drop(s) for it)` : ' (no drop reported)') +
         `, e.g. ${first.map((x) => x.m.key).join(', ')}${missing.length > MAX_LISTED ? ` … ${last.key}` : ''}`,
       details,
+      acks: missing.map((x) => x.m.ackAt!),
     });
   }
 }

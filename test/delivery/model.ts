@@ -239,6 +239,8 @@ export interface Problem {
   readonly summary: string;
   /** What the clients saw around it. */
   readonly details: readonly string[];
+  /** `lost`: when the missing messages were acknowledged (ms since the epoch). */
+  readonly acks?: readonly number[];
 }
 
 // ---------------------------------------------------------------------------------------------
