@@ -103,6 +103,17 @@ it('node B paused 20 s: its lease runs out before A adopts, nothing acknowledged
   const sub = track(clients, startFailoverSubscriber([b.proc.port, a.proc.port], 'bar-paused', { keepalive: 4 }));
   await waitUntil(() => sub.client.connected, 10_000);
   await subscribe(sub.client, 'paused/#', { qos: 1 });
+  // A will published on A for this session while B is paused: B never takes its copy, A takes the session over.
+  await subscribe(sub.client, 'will/#', { qos: 2 });
+  const wills: string[] = [];
+  sub.client.on('message', (topic, payload) => (topic.startsWith('will/') ? wills.push(payload.toString()) : undefined));
+  const { client: willer } = await connectAsync(a.proc.port, {
+    clientId: 'willer-on-a',
+    protocolVersion: 5,
+    reconnectPeriod: 0,
+    will: { topic: 'will/paused', payload: Buffer.from('gone'), qos: 2, retain: false },
+  });
+  clients.push(willer);
   // A client that stays attached to B through the pause (keep alive 60 s): B cuts it off when it resumes.
   const { client: held } = await connectAsync(b.proc.port, {
     clientId: 'held-through-pause',
@@ -118,7 +129,9 @@ it('node B paused 20 s: its lease runs out before A adopts, nothing acknowledged
   const [aLog, bLog] = [a.proc.output().length, b.proc.output().length];
   const outcome = await trafficThrough(sub, 'paused/n', COUNT, FAULT_AT, async () => {
     process.kill(b.proc.child.pid!, 'SIGSTOP');
-    await sleep(20_000);
+    await sleep(2000);
+    willer.stream.destroy();
+    await sleep(18_000);
     process.kill(b.proc.child.pid!, 'SIGCONT');
   });
   process.stdout.write(
@@ -138,6 +151,10 @@ it('node B paused 20 s: its lease runs out before A adopts, nothing acknowledged
   await waitForNodes([a, b], 2, 15_000);
   expect(await freshSubscriberServed(b, a, 'after-pause-b')).toBe(true);
   expect(await freshSubscriberServed(a, b, 'after-pause-a')).toBe(true);
+  // The will reached the session once, wherever it was served by then.
+  await waitUntil(() => wills.length > 0, 30_000, 200);
+  await sleep(1000);
+  expect(wills).toEqual(['gone']);
   sub.client.end(true);
 }, 150_000);
 

@@ -208,6 +208,25 @@ export class Engine implements SessionRegistryHost {
     return count;
   }
 
+  /**
+   * A message for some local sessions only, those `only` accepts, through their non-shared
+   * subscriptions (the highest QoS of the ones that match, like {@link publish}); shared groups,
+   * fan-out limits and the other nodes are left out. For a will a cluster node delivers to the
+   * sessions it adopted from a node that did not take its copy. Returns how many sessions.
+   */
+  publishOnly(tenantId: string, msg: Message, only: (session: Session) => boolean): number {
+    let count = 0;
+    for (const d of this.router.match(tenantId, msg.topic).direct) {
+      const m = d.clientId === msg.publisherClientId ? d.localAllowed : d;
+      if (m === undefined || !only(m.subscriber)) continue;
+      const qos = (m.qos < msg.qos ? m.qos : msg.qos) as QoS;
+      const ids = m.subscriptionIds.length === 0 ? undefined : m.subscriptionIds;
+      m.subscriber.deliver({ msg, qos, retain: m.retainAsPublished && msg.retain, subscriptionIds: ids });
+      count++;
+    }
+    return count;
+  }
+
   /** How many offline persistent sessions one message may be queued for (MaxPersistentFanout and MaxPersistentFanoutBytes). */
   private persistentFanoutLimit(tenantId: string, msg: Message): number {
     const bySize = Math.floor(this.settings.get(tenantId, 'MaxPersistentFanoutBytes') / Math.max(1, msg.size));
@@ -395,7 +414,13 @@ export class Engine implements SessionRegistryHost {
 
   /** The timer wheel callback of a disconnected session ({@link SessionRegistry.onDeadline}). */
   onDeadline(session: Session, now: number): number {
+    // A cluster node whose lease ran out fires no will and ends no session: they are the next owner's.
+    if (!this.topology.serving()) return 0;
     return this.sessions.onDeadline(session, now);
+  }
+
+  served(key: string): Session | undefined {
+    return this.sessions.get(key);
   }
 
   /** Drop every session and timer (broker stop). */

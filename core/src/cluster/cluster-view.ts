@@ -268,10 +268,10 @@ export interface SessionOwnership {
    * not be made (NATS away, a concurrent claim that kept winning).
    */
   claim(tenantId: string, clientId: string, state: OwnedState): Promise<ClaimOutcome>;
-  /** Record a session's new state (compare-and-set on this node's last revision; a failure calls `lost`). */
-  update(tenantId: string, clientId: string, state: OwnedState): void;
-  /** The session ended here: remove its entry (if still this node's). */
-  release(tenantId: string, clientId: string): void;
+  /** Record a session's new state (compare-and-set on this node's last revision; a conflict calls `lost`); resolves whether it landed. */
+  update(tenantId: string, clientId: string, state: OwnedState): Promise<boolean>;
+  /** The session ended here: remove its entry (if still this node's); resolves whether the delete landed. */
+  release(tenantId: string, clientId: string): Promise<boolean>;
   /** This node holds the session's registry entry. */
   owns(tenantId: string, clientId: string): boolean;
   /**

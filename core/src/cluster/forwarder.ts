@@ -36,6 +36,78 @@ interface Batch {
 /** Hands received messages to the broker; `done` once it distributed them and what storage must keep is written. */
 export type DeliverReceived = (messages: readonly ReceivedMessage[], done: (failed: boolean) => void) => void;
 
+/**
+ * Delivers a message here to the sessions this node took over from `node` without a hand-over
+ * (adopted when it left, or claimed while it did not answer) that are not in `delivered`, adding
+ * them to it: a will whose copy for that node failed reaches the sessions it had, now served here.
+ */
+export type DeliverAdopted = (node: string, message: ReceivedMessage, delivered: Set<string>) => void;
+
+/** How long a QoS 1/2 message nobody sends again (a will) is sent again to nodes that did not take it. */
+const RESEND_FOR_MS = 60_000;
+/** The pause before such a message is sent again. */
+const RESEND_EVERY_MS = 1000;
+
+/** Whether two shared groups are the same group. */
+function sameRef(a: GroupRef, b: GroupRef): boolean {
+  return a.shareKind === b.shareKind && a.group === b.group && a.topicFilter === b.topicFilter;
+}
+
+/**
+ * A QoS 1/2 message no publisher will send again when a node refuses it: a will. Each copy gets a
+ * waiter of its own; after a copy is refused (a node without its lease, a timeout) or a matching
+ * route's node has left, the message is routed again a second later: to the nodes whose routes
+ * match then (the sessions' owners by then) that have no copy, and for the shared groups the
+ * refused copy was to serve, to the node picked again. Tried for 60 s at most.
+ */
+class Resend {
+  /** Nodes that took a copy, or have one on the way. */
+  readonly sent = new Set<string>();
+  /** Nodes whose copy failed, or whose route matched while they were gone: their sessions may come here. */
+  readonly failed = new Set<string>();
+  /** Sessions here (by key) that got it as sessions adopted from a failed node. */
+  readonly delivered = new Set<string>();
+  readonly until: number;
+  private received: ReceivedMessage | undefined;
+
+  constructor(
+    private readonly forwarder: Forwarder,
+    readonly tenantId: string,
+    readonly msg: ForwardMessage,
+    readonly encoded: Buffer,
+    now: number,
+    adoptedBefore: Iterable<string>,
+  ) {
+    this.until = now + RESEND_FOR_MS;
+    // Sessions adopted before it was published got it with the local deliveries, if they matched.
+    for (const key of adoptedBefore) this.delivered.add(key);
+  }
+
+  /** The waiter of the copy for `node` (and the shared groups it is to serve there). */
+  to(node: string, groups: GroupRef[] | undefined): ForwardWaiter {
+    this.sent.add(node);
+    return {
+      hold: () => undefined,
+      release: () => undefined,
+      fail: () => {
+        this.sent.delete(node);
+        this.failed.add(node);
+        this.later(node, groups);
+      },
+    };
+  }
+
+  /** The message as a receiving node decodes it. */
+  get message(): ReceivedMessage {
+    return (this.received ??= decodeFrame(frame(1, [this.encoded], this.encoded.length))[0]!);
+  }
+
+  /** Routed again in a second (`node`: the one that refused, for the log). */
+  later(node: string | undefined, groups: GroupRef[] | undefined): void {
+    setTimeout(() => this.forwarder.resend(this, node, groups), RESEND_EVERY_MS).unref();
+  }
+}
+
 /** The episode key of malformed frames received (node ids cannot be empty). */
 const MALFORMED = '';
 
@@ -47,6 +119,9 @@ export interface ForwarderOptions {
   /** Whether the route table is confirmed current (RouteConfirmation): QoS 1/2 is refused while not. */
   routesCurrent(): boolean;
   readonly deliver: DeliverReceived;
+  readonly deliverAdopted: DeliverAdopted;
+  /** The sessions (by key) served here now that were adopted from a node that left. */
+  adoptedSessions(): Iterable<string>;
   readonly logger: Logger;
   readonly clock: () => number;
 }
@@ -104,6 +179,11 @@ export class Forwarder {
     const routes = this.opts.routes;
     // A node that never reached NATS serves alone (docs/cluster.md § While NATS is away).
     if (this.nc === undefined) return 0;
+    if (msg.qos > 0 && waiter === undefined && !this.opts.routesCurrent()) {
+      // Nobody sends it again (a will): this node does, once its routes are confirmed.
+      this.resendOf(tenantId, msg).later(undefined, undefined);
+      return 0;
+    }
     if (msg.qos > 0 && waiter !== undefined && !this.opts.routesCurrent()) {
       // A route missing from the table would make this an acknowledgement for nobody [docs/cluster.md § Routes that heal].
       this.unconfirmedRefused++;
@@ -114,18 +194,20 @@ export class Forwarder {
     if (!routes.has(tenantId)) return 0;
     if (routes.hasGroups(tenantId)) return this.forwardShared(tenantId, msg, waiter, groups, here);
     let encoded: Buffer | undefined;
+    let resend: Resend | undefined;
     let count = 0;
-    let departed = false;
+    let departed: string[] | undefined;
     routes.nodesFor(tenantId, msg.topic, (node) => {
       if (!this.opts.alive(node)) {
-        departed = true;
+        (departed ??= []).push(node);
         return;
       }
       encoded ??= encodeMessage(tenantId, msg, this.opts.clock());
-      this.append(node, undefined, encoded, msg.qos > 0, waiter);
+      if (waiter === undefined && msg.qos > 0) resend ??= this.resendOf(tenantId, msg, encoded);
+      this.append(node, undefined, encoded, msg.qos > 0, resend?.to(node, undefined) ?? waiter);
       count++;
     });
-    if (departed) this.departedRoute(msg, waiter);
+    if (departed !== undefined) this.departedRoute(tenantId, msg, waiter, resend, departed);
     return count;
   }
 
@@ -134,11 +216,72 @@ export class Forwarder {
    * routes replace its own, then purged), a QoS 1/2 message cannot be acknowledged — the
    * publisher gets no success and sends it again. QoS 0 is at most once.
    */
-  private departedRoute(msg: ForwardMessage, waiter: ForwardWaiter | undefined): void {
-    if (msg.qos === 0 || waiter === undefined) return;
+  private departedRoute(
+    tenantId: string,
+    msg: ForwardMessage,
+    waiter: ForwardWaiter | undefined,
+    resend: Resend | undefined,
+    departed: readonly string[],
+  ): void {
+    if (msg.qos === 0) return;
     this.failures++;
+    if (waiter === undefined) {
+      // Nobody sends it again: this node does, once the departed node's sessions have new owners.
+      const r = resend ?? this.resendOf(tenantId, msg);
+      for (const node of departed) r.failed.add(node);
+      r.later(undefined, undefined);
+      return;
+    }
     waiter.hold();
     waiter.fail(new Error('a matching route belongs to a node that left and whose sessions are not adopted yet'));
+  }
+
+  /** A message nobody sends again, to be sent again where it is refused. */
+  private resendOf(tenantId: string, msg: ForwardMessage, encoded?: Buffer): Resend {
+    const now = this.opts.clock();
+    return new Resend(this, tenantId, msg, encoded ?? encodeMessage(tenantId, msg, now), now, this.opts.adoptedSessions());
+  }
+
+  /** {@link Resend}: the message routed again where its routes lead now, to nodes without a copy; `groups` picked again. */
+  resend(r: Resend, node: string | undefined, groups: GroupRef[] | undefined): void {
+    if (this.stopped) return;
+    if (this.opts.clock() > r.until) {
+      this.opts.logger.warn(
+        { tenantId: r.tenantId, topic: r.msg.topic, node },
+        `gave up sending a QoS ${r.msg.qos} message nobody sends again (a will) to the other nodes after ${RESEND_FOR_MS / 1000} s`,
+      );
+      return;
+    }
+    if (!this.opts.routesCurrent()) {
+      r.later(node, groups);
+      return;
+    }
+    // Routed again rather than sent to `node` again: the sessions it refused for may have moved.
+    const { tenantId, msg } = r;
+    const routes = this.opts.routes;
+    let departed = false;
+    // The sessions of a node whose copy failed that this node took over since get it here; while
+    // such a node is gone but still has routes (sessions without a new owner yet), it is looked at again.
+    for (const f of r.failed) {
+      this.opts.deliverAdopted(f, r.message, r.delivered);
+      if (this.opts.alive(f)) continue;
+      if (routes.hasNode(f)) departed = true;
+      else r.failed.delete(f);
+    }
+    routes.nodesFor(tenantId, msg.topic, (n) => {
+      if (!this.opts.alive(n)) {
+        departed = true;
+        r.failed.add(n);
+      } else if (!r.sent.has(n)) this.append(n, undefined, r.encoded, true, r.to(n, undefined));
+    });
+    if (groups !== undefined)
+      routes.groupsFor(tenantId, msg.topic, (g) => {
+        if (!groups.some((x) => sameRef(x, g))) return;
+        const picked = g.pick(this.self, undefined, this.alive, msg.publisherClientId, msg.topic);
+        if (picked === undefined || picked === this.self.id) return;
+        this.append(picked, encodeGroups([g]), r.encoded, true, r.to(picked, [g]));
+      });
+    if (departed) r.later(undefined, undefined);
   }
 
   /**
@@ -157,12 +300,11 @@ export class Forwarder {
     // this is the path of shared groups across nodes only.
     const dest = new Map<string, GroupRef[] | undefined>();
     const routes = this.opts.routes;
-    let departed = false;
+    let departed: string[] | undefined;
     routes.nodesFor(tenantId, msg.topic, (node) => {
       if (this.opts.alive(node)) dest.set(node, undefined);
-      else departed = true;
+      else (departed ??= []).push(node);
     });
-    if (departed) this.departedRoute(msg, waiter);
     routes.groupsFor(tenantId, msg.topic, (g) => {
       let i = groups.length - 1;
       while (i >= 0 && !sameGroup(groups[i]!, g)) i--;
@@ -173,9 +315,15 @@ export class Forwarder {
       if (list === undefined) dest.set(node, [g]);
       else list.push(g);
     });
-    if (dest.size === 0) return 0;
+    if (dest.size === 0) {
+      if (departed !== undefined) this.departedRoute(tenantId, msg, waiter, undefined, departed);
+      return 0;
+    }
     const encoded = encodeMessage(tenantId, msg, this.opts.clock());
-    for (const [node, list] of dest) this.append(node, list === undefined ? undefined : encodeGroups(list), encoded, msg.qos > 0, waiter);
+    const resend = waiter === undefined && msg.qos > 0 ? this.resendOf(tenantId, msg, encoded) : undefined;
+    for (const [node, list] of dest)
+      this.append(node, list === undefined ? undefined : encodeGroups(list), encoded, msg.qos > 0, resend?.to(node, list) ?? waiter);
+    if (departed !== undefined) this.departedRoute(tenantId, msg, waiter, resend, departed);
     return dest.size;
   }
 

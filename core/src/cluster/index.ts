@@ -8,7 +8,7 @@ import type { Logger } from '../base/logger';
 import { describeError } from '../base/errors';
 import type { LocalRoutes } from '../routing/cluster-router';
 import type { DrainReply, DrainRequest, FilterIndex, NodeLoad, RunningCluster } from './cluster-view';
-import { Forwarder, type DeliverReceived } from './forwarder';
+import { Forwarder, type DeliverAdopted, type DeliverReceived } from './forwarder';
 import { knownServers, Membership } from './membership';
 import { NatsLink } from './nats-connection';
 import { nodeToken, ROUTES_BUCKET, RouteTable, RouteWriter } from './routes';
@@ -37,6 +37,10 @@ export interface StartClusterOptions {
   newIndex(): FilterIndex<string>;
   /** Delivers what other nodes forward here, locally only (never forwarded again, never retained). */
   readonly deliver: DeliverReceived;
+  /** Delivers a message here to the sessions adopted from a node that left (a will its copy of which failed). */
+  readonly deliverAdopted: DeliverAdopted;
+  /** The sessions (by key) served here that were adopted from a node that left. */
+  adoptedSessions(): Iterable<string>;
   /** The broker's clock (ms since the epoch). */
   readonly clock: () => number;
   /** This node's tenant usage: written for the other nodes, and its quota checks see theirs added (docs/cluster.md § Quotas across nodes). */
@@ -118,6 +122,8 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
     alive: (node) => membership.isAlive(node),
     routesCurrent: () => confirmation.current,
     deliver: opts.deliver,
+    deliverAdopted: opts.deliverAdopted,
+    adoptedSessions: () => opts.adoptedSessions(),
     logger,
     clock: opts.clock,
   });

@@ -443,6 +443,12 @@ export class RouteTable {
     return this.byKey.has(routeKey(nodeId, tenantId, filter));
   }
 
+  /** Whether `nodeId` has any route left in the table (a walk over every route: for rare callers). */
+  hasNode(nodeId: string): boolean {
+    for (const r of this.byKey.values()) if (r.node === nodeId) return true;
+    return false;
+  }
+
   /** Whether any other node has a route in the tenant (the cheap check before a match). */
   has(tenantId: string): boolean {
     return this.tenants.has(tenantId);

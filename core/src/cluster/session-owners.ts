@@ -185,8 +185,10 @@ export class SessionOwners implements SessionOwnership {
     const own = this.mine.get(key);
     if (own !== undefined && !own.gone) {
       // Already this node's (a reconnect here): the local registry did the takeover.
-      this.update(tenantId, clientId, state);
+      void this.update(tenantId, clientId, state);
       await own.chain;
+      // The write may have waited out the lease (NATS unreachable): then the CONNECT is refused.
+      if (!this.opts.holdsLease()) throw new Error('this node lost its lease in the cluster while claiming the session');
       return { previous: { node: this.opts.nodeId, epoch: own.epoch, ...state }, handedOver: false };
     }
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
@@ -221,39 +223,50 @@ export class SessionOwners implements SessionOwnership {
     throw new Error(`session ${clientId} is being claimed by another node at the same time`);
   }
 
-  update(tenantId: string, clientId: string, state: OwnedState): void {
+  /** Writes the session's state in its entry; resolves whether the write landed. */
+  update(tenantId: string, clientId: string, state: OwnedState): Promise<boolean> {
     const key = sessionKey(tenantId, clientId);
     const own = this.mine.get(key);
     const kv = this.sessions;
-    if (own === undefined || own.gone || kv === undefined) return;
+    if (own === undefined || own.gone || kv === undefined) return Promise.resolve(false);
     const value = JSON.stringify({ node: this.opts.nodeId, epoch: own.epoch, ...state } satisfies OwnerEntry);
-    own.chain = own.chain.then(async () => {
-      if (own.gone) return;
+    const landed = own.chain.then(async () => {
+      if (own.gone) return false;
       try {
         own.revision = await kv.update(key, value, own.revision);
+        return true;
       } catch (err) {
         if (!isConflict(err)) {
           this.updateWarnings.report('', { err: describeError(err), clientId }, `cannot update a session in ${SESSIONS_BUCKET}`);
-          return;
+          return false;
         }
         // A newer epoch: another node claimed it (this node missed, or was too slow for, the hand-over).
         this.drop(key);
         this.opts.logger.warn({ tenantId, clientId }, 'a session of this node was claimed by another node; no longer serving it');
         this.handlers?.lost(tenantId, clientId);
+        return false;
       }
     });
+    own.chain = landed.then(() => undefined);
+    return landed;
   }
 
-  release(tenantId: string, clientId: string): void {
+  /** Deletes the session's entry (it ended); resolves whether the delete landed. */
+  release(tenantId: string, clientId: string): Promise<boolean> {
     const key = sessionKey(tenantId, clientId);
     const own = this.mine.get(key);
     const kv = this.sessions;
-    if (own === undefined || own.gone || kv === undefined) return;
-    own.chain = own.chain.then(async () => {
-      if (own.gone) return;
+    if (own === undefined || own.gone || kv === undefined) return Promise.resolve(false);
+    const landed = own.chain.then(async () => {
+      if (own.gone) return false;
       this.drop(key);
-      await kv.delete(key, { previousSeq: own.revision }).catch(() => undefined);
+      return kv.delete(key, { previousSeq: own.revision }).then(
+        () => true,
+        () => false,
+      );
     });
+    own.chain = landed.then(() => undefined);
+    return landed;
   }
 
   /**

@@ -24,7 +24,10 @@ export function connectionEnded(engine: Engine, end: ConnectionEnd): void {
   const { client, session, cause, remoteAddress } = end;
   engine.usage.add(client.tenantId, 'TotalConnections', -1);
   if (!engine.shuttingDown) engine.gate.disconnected(client);
-  if (session.link === end.link) engine.sessionDisconnected(session, !end.normal);
+  // A cluster node whose lease ran out (paused, cut off) lets its sessions go first, this one's
+  // included: its will and expiry are then the next owner's, not this node's.
+  const serving = engine.topology.serving();
+  if (serving && session.link === end.link) engine.sessionDisconnected(session, !end.normal);
   if (cause === 'reported') return;
   if (cause !== undefined) engine.emit(cause.type, client, { remoteAddress, reasonCode: cause.reasonCode, reason: cause.reason });
   // Closed without a reason while the broker stops: the broker's doing.

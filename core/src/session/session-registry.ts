@@ -39,6 +39,8 @@ export interface SessionRegistryHost extends SessionHost {
  */
 export interface SessionObserver {
   disconnected(session: Session): void;
+  /** A will is about to be published (any path: at disconnect, after its delay, at the end). */
+  willPublished(session: Session): void;
   willFired(session: Session): void;
   ended(session: Session): void;
 }
@@ -396,6 +398,7 @@ export class SessionRegistry {
     session.will = undefined;
     session.willAt = 0;
     if (will === undefined) return;
+    this.observer?.willPublished(session);
     this.publishWill(session.client, will);
   }
 

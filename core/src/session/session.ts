@@ -62,7 +62,13 @@ export interface SessionHost extends QueueHost<Session>, InboxHost<Session> {
   deferInflight(write: DeferredWrite): void;
   /** Timer wheel callback of a disconnected session (will delay, expiry); returns the next deadline or 0. */
   onDeadline(session: Session, now: number): number;
+  /** The session served here under this key now (undefined: none, or ended, or taken by another node). */
+  served(key: string): Session | undefined;
 }
+
+/** How often, and how many times, an append nobody would send again (a will's) is tried again after a storage failure. */
+const UNOWNED_APPEND_RETRY_MS = 1000;
+const UNOWNED_APPEND_TRIES = 60;
 
 /**
  * The state of one MQTT session, keyed by (tenantId, clientId): subscriptions, outbound QoS 1/2
@@ -289,9 +295,29 @@ export class Session implements WheelEntry, WriteReporter {
       if (!link.sendPublish(d, packetId, false)) this.completeLocally(packetId, d, 'too-large');
       return;
     }
-    const appended = this.inbox.append(d);
-    if (waiter !== undefined) waiter.add(appended, this, 'inbox append');
-    else appended.catch((err: unknown) => this.host.storageFailed(this, 'inbox append', err));
+    if (waiter !== undefined) waiter.add(this.inbox.append(d), this, 'inbox append');
+    else this.appendUnowned(d, 1);
+  }
+
+  /**
+   * A QoS 1/2 delivery no publisher waits for, so none sends it again (a will): after a storage
+   * failure it is appended again, every second for a minute, to the session served under this key
+   * then (a cluster node that lost its lease meanwhile serves it again once it takes it back).
+   */
+  private appendUnowned(d: Delivery, attempt: number): void {
+    this.inbox.append(d).catch((err: unknown) => {
+      this.host.storageFailed(this, 'inbox append', err);
+      this.appendLater(d, attempt + 1);
+    });
+  }
+
+  private appendLater(d: Delivery, attempt: number): void {
+    if (attempt > UNOWNED_APPEND_TRIES) return;
+    setTimeout(() => {
+      const now = this.host.served(this.key);
+      if (now === undefined || now.forgotten) this.appendLater(d, attempt + 1);
+      else now.appendUnowned(d, attempt);
+    }, UNOWNED_APPEND_RETRY_MS).unref();
   }
 
   /** PUBACK (QoS 1) or PUBCOMP (QoS 2) for `packetId`. Returns false when no such packet is in flight. */

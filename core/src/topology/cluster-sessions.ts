@@ -89,6 +89,10 @@ export function willOfEntry(w: OwnedWill): WillRecord {
 export class ClusterSessions implements OwnershipHandlers, SessionObserver {
   /** Sessions being handed to another node: their changes are no longer this node's to record. */
   private readonly leaving = new WeakSet<Session>();
+  /** Sessions (by key) whose will this node published while its entry may still hold it ({@link willPublished}). */
+  private readonly published = new Set<string>();
+  /** Sessions (by key) this node took over without a hand-over (adopted, or claimed from a node that did not answer), and from which node. */
+  private readonly adopted = new Map<string, string>();
   private lastUnregisteredLog = 0;
 
   constructor(
@@ -141,6 +145,13 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
       );
       return false;
     }
+    // Storage reads below may outlast the lease: the CONNECT is let in only while it is held.
+    const granted = await this.openClaimed(client, clean, outcome);
+    return granted && this.owners.holdsLease();
+  }
+
+  /** What a claim brings in: the previous owner's session resumed from storage, or its will published. */
+  private async openClaimed(client: ClientInfo, clean: boolean, outcome: ClaimOutcome): Promise<boolean> {
     const previous = outcome.previous;
     const key = sessionListKey(client.tenantId, client.clientId);
     // This node's own entry: served here, unless this node let it go when its lease ran out (then resumed from storage below).
@@ -151,7 +162,11 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
         await this.storage.sessions.delete(client.tenantId, client.clientId);
       } else {
         const record = await this.storage.sessions.get(client.tenantId, client.clientId);
-        if (record !== undefined && this.registry.get(key) === undefined) this.resume(record, previous, false);
+        if (record !== undefined && this.registry.get(key) === undefined) {
+          this.resume(record, previous, false);
+          // Taken from a node that did not answer: what it was sent meanwhile may not have reached it.
+          if (!outcome.handedOver && previous.node !== this.nodeId) this.adopted.set(key, previous.node);
+        }
         return true;
       }
     }
@@ -191,15 +206,37 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
   // ---- SessionObserver: the entry follows the session ----
 
   disconnected(session: Session): void {
-    if (!this.leaving.has(session)) this.owners.update(session.tenantId, session.clientId, this.state(session));
+    if (!this.leaving.has(session))
+      this.forgetPublished(session.key, this.owners.update(session.tenantId, session.clientId, this.state(session)));
+  }
+
+  /**
+   * Until the entry says the will went out (the next update or the delete lands), this node
+   * remembers it did publish it: taking its sessions back after a lapse of its lease, it does not
+   * publish it again from an entry that still holds it.
+   */
+  willPublished(session: Session): void {
+    this.published.add(session.key);
   }
 
   willFired(session: Session): void {
-    if (!this.leaving.has(session)) this.owners.update(session.tenantId, session.clientId, this.state(session));
+    if (!this.leaving.has(session))
+      this.forgetPublished(session.key, this.owners.update(session.tenantId, session.clientId, this.state(session)));
+  }
+
+  /** The node a session served here was taken over from without a hand-over, if it was. */
+  adoptedFrom(key: string): string | undefined {
+    return this.adopted.get(key);
+  }
+
+  /** The sessions served here that were taken over without a hand-over. */
+  adoptedSessions(): Iterable<string> {
+    return this.adopted.keys();
   }
 
   ended(session: Session): void {
-    if (!this.leaving.has(session)) this.owners.release(session.tenantId, session.clientId);
+    this.adopted.delete(session.key);
+    if (!this.leaving.has(session)) this.forgetPublished(session.key, this.owners.release(session.tenantId, session.clientId));
   }
 
   // ---- OwnershipHandlers: the registry moves a session ----
@@ -243,6 +280,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
     const session = this.registry.get(sessionListKey(tenantId, clientId));
     if (session === undefined) return;
     this.leaving.add(session);
+    this.adopted.delete(session.key);
     this.registry.cutOff(session, 'this node lost its lease in the cluster');
     // Its routes stay (QoS 1/2 to it refused, the publishers send again) until it is served again:
     // here once the lease is back, or by the node it is handed to (handOver, lost).
@@ -258,6 +296,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
   private letGo(tenantId: string, clientId: string, reason: string): Session | undefined {
     const session = this.registry.get(sessionListKey(tenantId, clientId));
     if (session === undefined) return undefined;
+    this.adopted.delete(session.key);
     this.leaving.add(session);
     if (session.connected) {
       this.registry.disconnectTaken(session, reason);
@@ -268,36 +307,51 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
 
   async adopt(adopted: AdoptedSession): Promise<void> {
     const { tenantId, clientId, entry } = adopted;
-    const local = this.registry.get(sessionListKey(tenantId, clientId));
+    const key = sessionListKey(tenantId, clientId);
+    const local = this.registry.get(key);
     if (local !== undefined) {
       // Already here (restored from this node's own storage at boot).
-      this.owners.update(tenantId, clientId, this.state(local));
+      void this.owners.update(tenantId, clientId, this.state(local));
       return;
     }
+    // Taken back by the node that published its will while the entry write saying so did not land.
+    const willGone = entry.node === this.nodeId && this.published.has(key);
     if (entry.persistent && this.shared) {
       const record = await this.storage.sessions.get(tenantId, clientId);
       if (record !== undefined) {
-        this.resume(record, entry, true);
+        this.resume(record, entry, true, willGone);
+        if (entry.node !== this.nodeId) this.adopted.set(key, entry.node);
         return;
       }
     }
     // A transient session (or one whose state stayed on the node that left): its connection ended with its node [MQTT-3.1.2-8].
-    if (entry.will !== undefined) this.publishWill(tenantId, clientId, entry);
-    this.owners.release(tenantId, clientId);
+    if (entry.will !== undefined && !willGone) this.publishWill(tenantId, clientId, entry);
+    this.forgetPublished(key, this.owners.release(tenantId, clientId));
   }
 
   /**
    * A persistent session another node served, resumed here from storage. A record written while
-   * a client was connected counts as a disconnect now (its will due after its delay).
+   * a client was connected counts as a disconnect now (its will due after its delay), unless this
+   * node published that will already (`willGone`).
    */
-  private resume(record: SessionRecord, entry: OwnerEntry, offline: boolean): void {
+  private resume(record: SessionRecord, entry: OwnerEntry, offline: boolean, willGone = false): void {
     // The entry knows a will the record may lack (a transient session's, or set after the record was written).
-    const will = record.will ?? (entry.will !== undefined ? willOfEntry(entry.will) : undefined);
+    const will = willGone ? undefined : (record.will ?? (entry.will !== undefined ? willOfEntry(entry.will) : undefined));
     const session = this.registry.adopt({ ...record, will });
-    if (offline) this.owners.update(record.tenantId, record.clientId, this.state(session));
+    if (offline) this.forgetPublished(session.key, this.owners.update(record.tenantId, record.clientId, this.state(session)));
+  }
+
+  /** A write of the session's entry: once it landed, the entry no longer holds a will this node published. */
+  private forgetPublished(key: string, landed: Promise<boolean>): void {
+    if (!this.published.has(key)) return;
+    void landed.then((ok) => {
+      if (ok) this.published.delete(key);
+    });
   }
 
   private publishWill(tenantId: string, clientId: string, entry: OwnerEntry): void {
+    // Until the entry's delete or update lands (a lapse of the lease meanwhile must not publish it again).
+    this.published.add(sessionListKey(tenantId, clientId));
     const client = offlineClient(tenantId, clientId, entry.userId, entry.protocolVersion);
     this.registry.publishWill(client, willFromRecord(willOfEntry(entry.will!), clientId, this.clock()));
   }

@@ -138,6 +138,8 @@ export class ClusterTopology implements Topology {
       localRoutes: this.opts.router,
       newIndex: () => new TopicTrie<string>(),
       deliver: (messages, done) => this.deliverFromNode(messages, done),
+      deliverAdopted: (node, message, delivered) => this.deliverAdopted(node, message, delivered),
+      adoptedSessions: () => this.sessions?.adoptedSessions() ?? [],
       clock,
       draining: () => drain.draining,
       drainRequest: (request) => drain.handle(request),
@@ -175,6 +177,17 @@ export class ClusterTopology implements Topology {
     await running?.stop();
   }
 
+  /** A message (a will this node published) for the sessions this node adopted from `node`, each once. */
+  private deliverAdopted(node: string, r: ReceivedMessage, delivered: Set<string>): void {
+    const sessions = this.sessions;
+    if (sessions === undefined || !this.serving()) return;
+    this.engine!.publishOnly(r.tenantId, receivedMessage(r, this.engine!.now()), (s) => {
+      if (delivered.has(s.key) || sessions.adoptedFrom(s.key) !== node) return false;
+      delivered.add(s.key);
+      return true;
+    });
+  }
+
   /**
    * Messages another node forwarded: matched and delivered here like a local publish, but never
    * forwarded again nor retained (each node's retained store is its own in this part). The
@@ -196,16 +209,7 @@ export class ClusterTopology implements Topology {
         engine.logger.warn({ tenantId: r.tenantId, topic: r.topic }, 'dropped a forwarded message with an invalid topic');
         continue;
       }
-      const msg = new Message(
-        r.topic,
-        r.payload,
-        r.qos,
-        r.retain,
-        receivedProperties(r),
-        now,
-        r.expiryMs === undefined ? 0 : now + r.expiryMs,
-        r.publisherClientId,
-      );
+      const msg = receivedMessage(r, now);
       try {
         engine.publish(r.tenantId, msg, r.qos === 0 ? undefined : waiter, r.groups);
       } catch (err) {
@@ -218,6 +222,20 @@ export class ClusterTopology implements Topology {
     }
     waiter.release();
   }
+}
+
+/** A forwarded message as the broker's `Message`, its expiry counted from `now`. */
+function receivedMessage(r: ReceivedMessage, now: number): Message {
+  return new Message(
+    r.topic,
+    r.payload,
+    r.qos,
+    r.retain,
+    receivedProperties(r),
+    now,
+    r.expiryMs === undefined ? 0 : now + r.expiryMs,
+    r.publisherClientId,
+  );
 }
 
 /** Settles once every storage write of a forwarded batch is done: the sending node's reply. */

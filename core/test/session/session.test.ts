@@ -85,6 +85,9 @@ class TestHost implements SessionHost {
       );
   };
   onDeadline = (): number => 0;
+  /** Sessions the test says are served (by key). */
+  readonly serving = new Map<string, Session>();
+  served = (key: string): Session | undefined => this.serving.get(key);
   watchResends(session: Session): void {
     this.resendWatches++;
     session.resendWatched = true; // as the engine does
@@ -771,6 +774,31 @@ describe('persistent session while storage writes fail (the faulty-storage fixtu
     await until(async () => (await records()).length === 2, 'the records, written again', 3000);
     expect(await records()).toEqual(['1:publish:1', '2:publish:2']);
     expect(await p.count(s)).toBe(0);
+  });
+
+  it('appends again a QoS 1/2 delivery no publisher waits for (a will) after a failed write, to the session served under its key then', async () => {
+    const s = faultySession();
+    const p = new SessionPersistence(faulty);
+    await failing(true);
+    s.deliver(delivery('will/a', 1));
+    await until(() => faultyHost.failures.includes('inbox append'), 'the failed append');
+    // Not served here meanwhile (a cluster node without its lease): it waits.
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(faultyHost.failures.filter((f) => f === 'inbox append')).toHaveLength(1);
+    await failing(false);
+    // Served again, by a new session object (taken back): appended there.
+    const again = new Session(s.key, s.client, 5, 60, faultyHost.clock, faultyHost);
+    again.stored = true;
+    faultyHost.serving.set(s.key, again);
+    await until(async () => (await p.count(again)) === 1, 'the append, tried again', 3000);
+    // With a waiter, the publisher is told instead, and nothing is tried again.
+    await failing(true);
+    const waiter = new TestWaiter();
+    again.deliver(delivery('q1', 1), waiter);
+    await until(() => waiter.failures.length === 1, 'the waiter failed');
+    await failing(false);
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(await p.count(again)).toBe(1);
   });
 
   it('a moved entry that got PUBREC while its record was unstored is committed past only with its pubrel record', async () => {
