@@ -177,6 +177,8 @@ export interface ReceivedMessage {
   readonly userProperties: [string, string][] | undefined;
   /** The shared groups the sender assigned to this node for the message (empty: none; its other local groups get nothing). */
   readonly groups: readonly GroupRef[];
+  /** Set on a message its sender may send again (a will): one copy per id is delivered. */
+  readonly copyId?: string;
 }
 
 /** Topic filters to values, matched against topic names (the broker's TopicTrie, structurally). */

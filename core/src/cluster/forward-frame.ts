@@ -5,12 +5,14 @@
  *
  *   u8 version (2) · u32 count · count × message
  *   message: u16 n · n × (u8 share kind · str group · str topic filter) the shared groups to serve
- *            · u8 flags · str tenant · str topic · str publisher client id
+ *            · u8 flags · u8 flags2 · str tenant · str topic · str publisher client id
  *            [u32 expiry ms left] [str content type] [str response topic] [bin correlation data]
- *            [u32 n · n × (str key · str value) user properties] · u32 payload length · payload
+ *            [u32 n · n × (str key · str value) user properties] [str copy id]
+ *            · u32 payload length · payload
  *
  * flags: bits 0-1 QoS, 2 RETAIN, 3 expiry, 4 payload format present, 5 payload format is UTF-8,
- * 6 content type, 7 response topic; a second u8 follows: bit 0 correlation data, bit 1 user properties.
+ * 6 content type, 7 response topic; flags2: bit 0 correlation data, bit 1 user properties, bit 2
+ * copy id (a message its sender may send again, a will: the receiver takes one copy per id).
  * Share kind: 0 `$share`, 1 `$oshare`. The groups differ per destination, the rest does not: a
  * message is encoded once with no groups, and a destination with groups gets its own group list
  * in front of the same bytes past the count.
@@ -43,7 +45,7 @@ function strBytes(s: string): number {
  * no groups to serve (see {@link encodeGroups}). `now` is this node's clock: the expiry travels as
  * the time left, so clocks need not agree.
  */
-export function encodeMessage(tenantId: string, msg: ForwardMessage, now: number): Buffer {
+export function encodeMessage(tenantId: string, msg: ForwardMessage, now: number, copyId?: string): Buffer {
   const p = msg.properties;
   const expiryMs = msg.expiresAt === 0 ? undefined : Math.min(MAX_EXPIRY_MS, Math.max(0, msg.expiresAt - now));
   let flags = msg.qos | (msg.retain ? 4 : 0);
@@ -72,6 +74,10 @@ export function encodeMessage(tenantId: string, msg: ForwardMessage, now: number
     size += 4;
     for (const [k, v] of user) size += strBytes(k) + strBytes(v);
   }
+  if (copyId !== undefined) {
+    flags2 |= 4;
+    size += strBytes(copyId);
+  }
   const buf = Buffer.allocUnsafe(size);
   let o = buf.writeUInt16BE(0, 0);
   o = buf.writeUInt8(flags, o);
@@ -98,6 +104,7 @@ export function encodeMessage(tenantId: string, msg: ForwardMessage, now: number
       str(v);
     }
   }
+  if (copyId !== undefined) str(copyId);
   o = buf.writeUInt32BE(msg.payload.length, o);
   msg.payload.copy(buf, o);
   return buf;
@@ -212,7 +219,7 @@ export function decodeFrame(data: Uint8Array): ReceivedMessage[] {
     const flags2 = r.u8();
     const qos = flags & 3;
     if (qos === 3) throw new FrameError('QoS 3');
-    if ((flags2 & ~3) !== 0) throw new FrameError(`unknown flags ${flags2}`);
+    if ((flags2 & ~7) !== 0) throw new FrameError(`unknown flags ${flags2}`);
     const tenantId = r.str();
     const topic = r.str();
     const publisherClientId = r.str();
@@ -226,6 +233,7 @@ export function decodeFrame(data: Uint8Array): ReceivedMessage[] {
       userProperties = [];
       for (let k = 0; k < n; k++) userProperties.push([r.str(), r.str()]);
     }
+    const copyId = (flags2 & 4) !== 0 ? r.str() : undefined;
     const payload = r.bytes(r.u32());
     out.push({
       tenantId,
@@ -241,6 +249,7 @@ export function decodeFrame(data: Uint8Array): ReceivedMessage[] {
       correlationData,
       userProperties,
       groups,
+      ...(copyId !== undefined ? { copyId } : {}),
     });
   }
   if (r.left !== 0) throw new FrameError(`${r.left} bytes after the last message`);

@@ -47,6 +47,10 @@ export type DeliverAdopted = (node: string, message: ReceivedMessage, delivered:
 const RESEND_FOR_MS = 60_000;
 /** The pause before such a message is sent again. */
 const RESEND_EVERY_MS = 1000;
+/** How long a receiving node remembers a copy id (longer than its sender sends copies). */
+const COPIES_KEPT_MS = 2 * RESEND_FOR_MS;
+/** Copy ids remembered before the old ones are swept. */
+const COPIES_SWEEP_AT = 1000;
 
 /** Whether two shared groups are the same group. */
 function sameRef(a: GroupRef, b: GroupRef): boolean {
@@ -135,6 +139,11 @@ export class Forwarder {
   forwarded = 0;
   received = 0;
   failures = 0;
+  /** Messages sent with a copy id so far, and this forwarder's start: with the node id, unique copy ids. */
+  private copies = 0;
+  private readonly startedAt = Date.now();
+  /** Copy ids of messages delivered here (or being delivered), and when: a second copy is dropped. */
+  private readonly copiesSeen = new Map<string, number>();
   /** QoS 1/2 publishes refused because the route table was not confirmed current. */
   unconfirmedRefused = 0;
   private nc: NatsConnection | undefined;
@@ -202,8 +211,8 @@ export class Forwarder {
         (departed ??= []).push(node);
         return;
       }
-      encoded ??= encodeMessage(tenantId, msg, this.opts.clock());
-      if (waiter === undefined && msg.qos > 0) resend ??= this.resendOf(tenantId, msg, encoded);
+      if (waiter === undefined && msg.qos > 0) resend ??= this.resendOf(tenantId, msg);
+      encoded ??= resend?.encoded ?? encodeMessage(tenantId, msg, this.opts.clock());
       this.append(node, undefined, encoded, msg.qos > 0, resend?.to(node, undefined) ?? waiter);
       count++;
     });
@@ -236,10 +245,11 @@ export class Forwarder {
     waiter.fail(new Error('a matching route belongs to a node that left and whose sessions are not adopted yet'));
   }
 
-  /** A message nobody sends again, to be sent again where it is refused. */
-  private resendOf(tenantId: string, msg: ForwardMessage, encoded?: Buffer): Resend {
+  /** A message nobody sends again, to be sent again where it is refused: its copies carry one id. */
+  private resendOf(tenantId: string, msg: ForwardMessage): Resend {
     const now = this.opts.clock();
-    return new Resend(this, tenantId, msg, encoded ?? encodeMessage(tenantId, msg, now), now, this.opts.adoptedSessions());
+    const encoded = encodeMessage(tenantId, msg, now, `${this.opts.nodeId}:${this.startedAt}:${++this.copies}`);
+    return new Resend(this, tenantId, msg, encoded, now, this.opts.adoptedSessions());
   }
 
   /** {@link Resend}: the message routed again where its routes lead now, to nodes without a copy; `groups` picked again. */
@@ -319,8 +329,8 @@ export class Forwarder {
       if (departed !== undefined) this.departedRoute(tenantId, msg, waiter, undefined, departed);
       return 0;
     }
-    const encoded = encodeMessage(tenantId, msg, this.opts.clock());
-    const resend = waiter === undefined && msg.qos > 0 ? this.resendOf(tenantId, msg, encoded) : undefined;
+    const resend = waiter === undefined && msg.qos > 0 ? this.resendOf(tenantId, msg) : undefined;
+    const encoded = resend?.encoded ?? encodeMessage(tenantId, msg, this.opts.clock());
     for (const [node, list] of dest)
       this.append(node, list === undefined ? undefined : encodeGroups(list), encoded, msg.qos > 0, resend?.to(node, list) ?? waiter);
     if (departed !== undefined) this.departedRoute(tenantId, msg, waiter, resend, departed);
@@ -408,7 +418,39 @@ export class Forwarder {
       return;
     }
     this.received += messages.length;
-    this.opts.deliver(messages, (failed) => this.reply(m, failed ? REPLY_FAILED : REPLY_OK));
+    const copies = this.firstCopies(messages);
+    this.opts.deliver(copies.messages, (failed) => {
+      // A copy that could not be delivered may come again.
+      if (failed) for (const id of copies.ids) this.copiesSeen.delete(id);
+      this.reply(m, failed ? REPLY_FAILED : REPLY_OK);
+    });
+  }
+
+  /**
+   * The messages of a frame without those whose copy id was seen here before (a will sent again
+   * because its reply was lost, the first copy delivered late), and the ids seen now.
+   */
+  private firstCopies(messages: ReceivedMessage[]): { messages: ReceivedMessage[]; ids: string[] } {
+    let ids: string[] | undefined;
+    let kept: ReceivedMessage[] | undefined;
+    for (let i = 0; i < messages.length; i++) {
+      const id = messages[i]!.copyId;
+      if (id === undefined) {
+        kept?.push(messages[i]!);
+        continue;
+      }
+      if (this.copiesSeen.has(id)) {
+        kept ??= messages.slice(0, i);
+        continue;
+      }
+      const now = this.opts.clock();
+      if (this.copiesSeen.size >= COPIES_SWEEP_AT)
+        for (const [k, t] of this.copiesSeen) if (now - t > COPIES_KEPT_MS) this.copiesSeen.delete(k);
+      this.copiesSeen.set(id, now);
+      (ids ??= []).push(id);
+      kept?.push(messages[i]!);
+    }
+    return { messages: kept ?? messages, ids: ids ?? [] };
   }
 
   /** Answers a request (a QoS 0 batch has no reply subject); the connection may be gone by now. */

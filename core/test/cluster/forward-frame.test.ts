@@ -83,6 +83,17 @@ describe('forwarded frame codec', () => {
     ]);
   });
 
+  it('carries the copy id of a message its sender may send again (a will), and none otherwise', () => {
+    const m = encodeMessage('t', message({ qos: 2, properties: { userProperties: [['k', 'v']] } }), NOW, 'node-a:1:7');
+    const [got] = decodeFrame(frame(1, [m], m.length));
+    expect(got!.copyId).toBe('node-a:1:7');
+    expect(got!.userProperties).toEqual([['k', 'v']]);
+    expect(got!.payload.toString()).toBe('hello');
+    expect(decodeFrame(oneFrame('t', message()))[0]!.copyId).toBeUndefined();
+    // Cut inside the id: refused like any truncation.
+    expect(() => decodeFrame(frame(1, [m.subarray(0, m.length - 8)], m.length - 8))).toThrow(FrameError);
+  });
+
   it('carries the expiry as the time left, never negative', () => {
     expect(decodeFrame(oneFrame('t', message({ expiresAt: NOW - 5000 })))[0]!.expiryMs).toBe(0);
     expect(decodeFrame(oneFrame('t', message({ properties: { payloadFormatIndicator: true } })))[0]!.payloadFormatIndicator).toBe(true);
@@ -104,7 +115,7 @@ describe('forwarded frame codec', () => {
     expect(() => decodeFrame(patched(4, 200))).toThrow(/count/);
     // After the header (5 bytes), the message's group count (2), then its flags.
     expect(() => decodeFrame(patched(7, 3))).toThrow(/QoS 3/);
-    expect(() => decodeFrame(patched(8, 4))).toThrow(/flags/);
+    expect(() => decodeFrame(patched(8, 8))).toThrow(/flags/);
     expect(() => decodeFrame(Buffer.concat([whole, Buffer.of(0)]))).toThrow(/after the last/);
     // The tenant string is at byte 9 (u16 length) and 11: an invalid UTF-8 byte in it.
     expect(() => decodeFrame(patched(11, 0xff))).toThrow(/UTF-8/);
