@@ -483,8 +483,9 @@ export class SessionRegistry {
    * Bring back one stored session another node served (cluster mode, shared storage): like a
    * restored one at boot, its will and expiry deadlines from the record.
    */
-  adopt(record: SessionRecord): Session {
-    const now = this.wheel.clock();
+  adopt(record: SessionRecord, at?: number): Session {
+    // `at`: when the CONNECT that brings it here arrived (its expiry is judged then, not after the claim's wait).
+    const now = at ?? this.wheel.clock();
     const session = this.restoreSession(record, now);
     this.scheduleRestored(session, now);
     return session;

@@ -117,6 +117,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
    * Resolves false when the claim failed (the CONNECT is refused: Server unavailable).
    */
   async claim(client: ClientInfo, clean: boolean, persistent: boolean, will: SessionWill | undefined): Promise<boolean> {
+    const arrived = this.clock();
     if (!this.owners.ready) {
       // NATS away: served here alone; registered when the registry is back.
       const now = this.clock();
@@ -146,12 +147,12 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
       return false;
     }
     // Storage reads below may outlast the lease: the CONNECT is let in only while it is held.
-    const granted = await this.openClaimed(client, clean, outcome);
+    const granted = await this.openClaimed(client, clean, outcome, arrived);
     return granted && this.owners.holdsLease();
   }
 
   /** What a claim brings in: the previous owner's session resumed from storage, or its will published. */
-  private async openClaimed(client: ClientInfo, clean: boolean, outcome: ClaimOutcome): Promise<boolean> {
+  private async openClaimed(client: ClientInfo, clean: boolean, outcome: ClaimOutcome, arrived: number): Promise<boolean> {
     const previous = outcome.previous;
     const key = sessionListKey(client.tenantId, client.clientId);
     // This node's own entry: served here, unless this node let it go when its lease ran out (then resumed from storage below).
@@ -163,7 +164,8 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
       } else {
         const record = await this.storage.sessions.get(client.tenantId, client.clientId);
         if (record !== undefined && this.registry.get(key) === undefined) {
-          this.resume(record, previous, false);
+          // Its expiry is judged when the CONNECT arrived: the claim may have waited seconds for a silent owner.
+          this.resume(record, previous, false, false, arrived);
           // Taken from a node that did not answer: what it was sent meanwhile may not have reached it.
           if (!outcome.handedOver && previous.node !== this.nodeId) this.adopted.set(key, previous.node);
         }
@@ -334,10 +336,10 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
    * a client was connected counts as a disconnect now (its will due after its delay), unless this
    * node published that will already (`willGone`).
    */
-  private resume(record: SessionRecord, entry: OwnerEntry, offline: boolean, willGone = false): void {
+  private resume(record: SessionRecord, entry: OwnerEntry, offline: boolean, willGone = false, at?: number): void {
     // The entry knows a will the record may lack (a transient session's, or set after the record was written).
     const will = willGone ? undefined : (record.will ?? (entry.will !== undefined ? willOfEntry(entry.will) : undefined));
-    const session = this.registry.adopt({ ...record, will });
+    const session = this.registry.adopt({ ...record, will }, at);
     if (offline) this.forgetPublished(session.key, this.owners.update(record.tenantId, record.clientId, this.state(session)));
   }
 

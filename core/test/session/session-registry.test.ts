@@ -144,6 +144,28 @@ describe('SessionRegistry (injectable clock, memory storage)', () => {
     expect(registry.size).toBe(1);
   });
 
+  it("adopts a record judging its expiry at the CONNECT's arrival when given (a claim that waited for a silent owner)", () => {
+    const record = (clientId: string) => ({
+      tenantId: 'acme',
+      clientId,
+      userId: 'u',
+      protocolVersion: 5 as const,
+      expirySeconds: 2,
+      createdAt: now - 10_000,
+      disconnectedAt: now - 3000,
+      subscriptions: [],
+    });
+    // Judged now: expired 1 s ago, ended at once.
+    registry.adopt(record('late'));
+    expect(registry.get('acme\u0000late')).toBeUndefined();
+    // Judged when the CONNECT arrived, 1.5 s after the disconnect: still there for it to resume.
+    const kept = registry.adopt(record('waited'), now - 1500);
+    expect(registry.get('acme\u0000waited')).toBe(kept);
+    const link = new FakeLink();
+    const opened = connect('waited', link, false, 2);
+    expect(opened.existing).toBe(kept);
+  });
+
   it('does not kick the connection that is connecting', () => {
     const link = new FakeLink();
     const a = connect('c1', link, false, 60);
