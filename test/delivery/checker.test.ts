@@ -462,6 +462,22 @@ describe('the delivery checker', () => {
       ]);
     });
 
+    it('reports messages still on their way when the drain hit its bound as a drain that did not finish, not as lost', () => {
+      // s0 gets p0:1 and p0:2, and is still receiving (p0:1 again) 1 s before the end; p0:3 is missing.
+      const s = subscriber([1, 2]);
+      s.receive(2000, 2, 'p0:1', 'a', 1, true);
+      const cut = { ...clusterRun([publisher(3), s]), drainCut: true };
+      const r = checkRun(cut);
+      expect(kinds(r.problems)).toEqual(['drain']);
+      expect(r.problems[0]!.summary).toMatch(
+        /^s0 #1: 1 acknowledged QoS 1\/2 message\(s\) not delivered when the drain ended at its bound/,
+      );
+      expect(r.stats.lost).toBe(0);
+      expect(r.stats.undrained).toBe(1);
+      // A drain that ended because nothing more came: lost.
+      expect(kinds(checkRun({ ...cut, drainCut: false }).problems)).toEqual(['lost']);
+    });
+
     it('measures unavailability: a client without CONNACK and refused publishes, in the union', () => {
       const p = new Rec(
         spec('p0', { persistent: false, expirySeconds: 0, publish: { topics: ['a'], qos: [1], window: 10, pauseMs: 1, seed: 1 } }),

@@ -207,6 +207,8 @@ export interface RunRecord {
   /** Every persistent client reconnects from here on. */
   readonly drainStart: number;
   readonly end: number;
+  /** The drain stopped at its time bound with required messages still missing. */
+  readonly drainCut?: boolean;
   /** The tenant the run used: the schedule's, with a suffix of the run. */
   readonly tenant: string;
   readonly clients: readonly ClientRecord[];
