@@ -288,10 +288,10 @@ describe('cross-node delivery (2 nodes, 1 NATS server)', () => {
   }, 25_000);
 
   it('cleans the routes of its previous run at restart, and keeps those of a persistent session, offline and restored', async () => {
-    // The killed B left its route in the bucket; restarted, it deletes it (its clean session is gone).
+    // The killed B left its route in the bucket; restarted, it deletes it once its sessions are back (its clean session is gone).
     b = await startNode('node-b');
     await waitForMetric(a, 'cluster_routes', (v) => v === 0, 10_000);
-    expect(b.proc.output()).toContain("routes of this node's previous run");
+    expect(b.proc.output()).toContain("route(s) of this node it does not serve (a previous run's)");
 
     const persistent = { clean: false, properties: { sessionExpiryInterval: 300 } };
     const { client: sub } = await connectAsync(b.proc.port, { clientId: 'keeper', protocolVersion: 5, ...persistent });

@@ -97,6 +97,8 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
     observing: () => membership.observing,
     silentFor: (node) => membership.silentFor(node),
     nodeCleared: (node) => void purgeRoutes(node),
+    // Its routes are confirmed only once its own sessions are back: until then a publish here would miss them.
+    sessionsBack: () => confirmation.confirm(),
     logger,
   });
   const usage =
@@ -112,7 +114,7 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
           clock: opts.clock,
         });
   const table = new RouteTable(opts.nodeId, opts.newIndex, logger);
-  const writer = new RouteWriter(opts.nodeId, opts.localRoutes, logger);
+  const writer = new RouteWriter(opts.nodeId, opts.localRoutes, logger, () => owners.sessionsBack);
   const confirmation = new RouteConfirmation(opts.nodeId, writer, logger, opts.clock, () => {
     if (current !== undefined) reopen ??= setTimeout(() => void openRoutes(current!), 0);
   });

@@ -105,6 +105,12 @@ export class RouteWriter {
     private readonly nodeId: string,
     routes: LocalRoutes,
     private readonly logger: Logger,
+    /**
+     * Whether what this node serves is known: its own sessions are back after its start or a lapse
+     * of its lease. Until then no key of this node is deleted as not served: a key of a previous
+     * run may be a persistent session about to be taken back, and others route to it meanwhile.
+     */
+    private readonly known: () => boolean = () => true,
   ) {
     this.warnings = new RepeatedWarning(logger, () => `writing routes to ${ROUTES_BUCKET}`);
     this.prefix = `${nodeToken(nodeId)}.`;
@@ -121,12 +127,11 @@ export class RouteWriter {
     void this.pump();
   }
 
-  /** The bucket is open: keys of this node left from a previous run go, then every route is written. */
+  /**
+   * The bucket is open: every route is written. Keys of this node it does not serve (a previous
+   * run's) go with the first {@link reconcile} once its own sessions are back.
+   */
   async attach(kv: KV): Promise<void> {
-    const leftover: string[] = [];
-    for await (const key of await kv.keys(`${this.prefix}>`)) if (!this.wanted.has(key) && !isProbeKey(key)) leftover.push(key);
-    for (const key of leftover) await kv.delete(key);
-    if (leftover.length > 0) this.logger.info({ keys: leftover.length }, `deleted ${leftover.length} routes of this node's previous run`);
     for (const key of this.wanted.keys()) this.dirty.add(key);
     this.kv = kv;
     this.reconciler ??= setInterval(() => void this.reconcile(), RECONCILE_MS).unref();
@@ -155,7 +160,7 @@ export class RouteWriter {
    */
   async reconcile(): Promise<boolean> {
     const kv = this.kv;
-    if (kv === undefined || this.stopped) return false;
+    if (kv === undefined || this.stopped || !this.known()) return false;
     const present = new Set<string>();
     try {
       for await (const key of await kv.keys(`${this.prefix}>`)) if (!isProbeKey(key)) present.add(key);
@@ -170,6 +175,8 @@ export class RouteWriter {
     const missing = [...this.wanted.keys()].filter((k) => !present.has(k) && !this.dirty.has(k));
     const stale = [...present].filter((k) => !this.wanted.has(k) && !this.dirty.has(k));
     for (const key of stale) this.dirty.add(key);
+    if (stale.length > 0)
+      this.logger.info({ routes: stale.length }, `deleting ${stale.length} route(s) of this node it does not serve (a previous run's)`);
     if (missing.length > 0) this.mend(missing, 'missing from the bucket');
     else if (stale.length > 0) void this.pump();
     return this.written();

@@ -107,6 +107,8 @@ export interface SessionOwnersOptions {
   silentFor(nodeId: string): number;
   /** A departed node's sessions have all been adopted (or waited for long enough): its routes may go. */
   nodeCleared(nodeId: string): void;
+  /** This node's own sessions are back (taken back after its start or a lapse of its lease). */
+  sessionsBack?(): void;
   readonly logger: Logger;
 }
 
@@ -123,6 +125,8 @@ export class SessionOwners implements SessionOwnership {
   private sub: Subscription | undefined;
   private handlers: OwnershipHandlers | undefined;
   private readonly mine = new Map<string, Owned>();
+  /** A takeback of this node's own sessions went through since its start or the last lapse of its lease. */
+  private ownBack = false;
   private stopped = false;
   private readonly selfToken: string;
   private ownedWatch = 0;
@@ -154,8 +158,19 @@ export class SessionOwners implements SessionOwnership {
     this.sub = nc.subscribe(controlSubject(this.opts.nodeId), { callback: (err, m) => (err === null ? void this.control(m) : undefined) });
     await this.watchOwned(owned);
     // A restart within the dead-node window: its sessions are still registered to it.
-    await this.adoptFrom(this.opts.nodeId, true);
+    if (await this.adoptFrom(this.opts.nodeId, true)) this.backNow();
     this.handlers?.attached();
+  }
+
+  /** Whether this node's own sessions are back (see {@link SessionOwnersOptions.sessionsBack}). */
+  get sessionsBack(): boolean {
+    return this.ownBack;
+  }
+
+  private backNow(): void {
+    if (this.ownBack || !this.opts.holdsLease()) return;
+    this.ownBack = true;
+    this.opts.sessionsBack?.();
   }
 
   owns(tenantId: string, clientId: string): boolean {
@@ -291,6 +306,7 @@ export class SessionOwners implements SessionOwnership {
    * again and nobody did) sees to the wills and the clients' return.
    */
   fence(): void {
+    this.ownBack = false;
     const fenced = [...this.mine.values()];
     this.mine.clear();
     for (const own of fenced) own.gone = true;
@@ -304,8 +320,9 @@ export class SessionOwners implements SessionOwnership {
 
   /** The lease is held (first time or again): the sessions still registered to this node are taken back. */
   leaseTaken(): void {
-    this.adoptFrom(this.opts.nodeId, true).catch((err: unknown) =>
-      this.opts.logger.warn({ err: describeError(err) }, "cannot take back this node's sessions"),
+    this.adoptFrom(this.opts.nodeId, true).then(
+      (done) => (done ? this.backNow() : undefined),
+      (err: unknown) => this.opts.logger.warn({ err: describeError(err) }, "cannot take back this node's sessions"),
     );
   }
 
@@ -449,16 +466,17 @@ export class SessionOwners implements SessionOwnership {
     if (!this.stopped && !this.opts.alive(nodeId)) this.opts.nodeCleared(nodeId);
   }
 
-  private async adoptFrom(nodeId: string, self: boolean): Promise<void> {
+  /** Resolves whether it went through the node's whole list (not cut short: no lease, stopped, NATS away). */
+  private async adoptFrom(nodeId: string, self: boolean): Promise<boolean> {
     const kv = this.sessions;
     const index = this.owned;
-    if (kv === undefined || index === undefined || this.stopped || !this.opts.holdsLease()) return;
+    if (kv === undefined || index === undefined || this.stopped || !this.opts.holdsLease()) return false;
     const prefix = `${nodeToken(nodeId)}.`;
     const keys: string[] = [];
     for await (const k of await index.keys(`${prefix}>`)) keys.push(k);
     let adopted = 0;
     for (const indexKey of keys) {
-      if (this.stopped) return;
+      if (this.stopped) return false;
       const key = indexKey.slice(prefix.length);
       if (this.mine.get(key)?.gone === false) continue;
       try {
@@ -479,7 +497,7 @@ export class SessionOwners implements SessionOwnership {
         const ids = (await index.get(indexKey))?.json<IndexValue>();
         if (ids === undefined || typeof ids.tenant !== 'string' || typeof ids.client !== 'string') continue;
         const epoch = entry.epoch + 1;
-        if (!this.opts.holdsLease()) return;
+        if (!this.opts.holdsLease()) return false;
         const revision = await kv.update(key, JSON.stringify({ ...entry, node: this.opts.nodeId, epoch }), current!.revision);
         if (!self) {
           await index.put(`${this.selfToken}.${key}`, JSON.stringify(ids));
@@ -498,6 +516,7 @@ export class SessionOwners implements SessionOwnership {
         { node: nodeId, sessions: adopted },
         self ? `took back ${adopted} sessions of this node's previous run` : `adopted ${adopted} sessions of node ${nodeId}`,
       );
+    return true;
   }
 
   /** Waits (at most `ms`) for the registry writes under way, then stops answering. */
