@@ -478,6 +478,26 @@ describe('the delivery checker', () => {
       expect(kinds(checkRun({ ...cut, drainCut: false }).problems)).toEqual(['lost']);
     });
 
+    it('does not take a session expired while its node was paused for lost, and does otherwise', () => {
+      // s0 (expiry 1 s) on node 1, whose pause starts at 100; it is cut off at 1000 and back at 1050 without its session.
+      const s = new Rec(spec('s0', { expirySeconds: 1 }));
+      s.events.push({ t: 0, conn: 1, type: 'connect', clean: false, node: 1 });
+      s.events.push({ t: 0.5, conn: 1, type: 'connack', sessionPresent: false, reason: 0 });
+      s.events.push({ t: 1000, conn: 1, type: 'server-disconnect', reason: 0x89 });
+      s.events.push({ t: 1000.5, conn: 1, type: 'close' });
+      s.events.push({ t: 1050, conn: 2, type: 'connect', clean: false, node: 0 });
+      s.events.push({ t: 1050.5, conn: 2, type: 'connack', sessionPresent: false, reason: 0 });
+      s.leave(DRAIN, 2, 'drain').connect(DRAIN + 1, 3, true);
+      const pause: NodeEvent[] = [
+        { t: 100, node: 1, type: 'pause' },
+        { t: 990, node: 1, type: 'resume' },
+      ];
+      expect(checkRun(clusterRun([s], [], pause)).problems).toEqual([]);
+      // The pause of another node: the session was lost.
+      const other = pause.map((n) => ({ ...n, node: 0 }));
+      expect(kinds(checkRun(clusterRun([s], [], other)).problems)).toEqual(['session-lost']);
+    });
+
     it('measures unavailability: a client without CONNACK and refused publishes, in the union', () => {
       const p = new Rec(
         spec('p0', { persistent: false, expirySeconds: 0, publish: { topics: ['a'], qos: [1], window: 10, pauseMs: 1, seed: 1 } }),

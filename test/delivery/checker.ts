@@ -418,7 +418,7 @@ class Checker {
     const stillOpen = [...openConns].some((conn) => cur.conns.has(conn));
     const offline = stillOpen ? 0 : connectAt - lastClose;
     const node = spec.node;
-    if (!ack.sessionPresent && offline < expiryMs - EXPIRY_EARLY_SLACK_MS) {
+    if (!ack.sessionPresent && offline < expiryMs - EXPIRY_EARLY_SLACK_MS && !this.nodeLostWhileOpen(c, cur, lastClose)) {
       this.problems.push({
         kind: 'session-lost',
         summary:
@@ -445,6 +445,24 @@ class Checker {
           details: [this.describeSession(cur), ...this.around(cur, lastClose - 200, ack.t + 200)],
         });
     }
+  }
+
+  /**
+   * Cluster: the node of the session's last connection was paused, cut off or killed while that
+   * connection was open. The cluster then took the session for disconnected (its node's lease
+   * lapsed, or it was declared departed and the session adopted) well before the client saw its
+   * connection close, and the session's expiry ran from then: the client's own offline time says
+   * nothing about it.
+   */
+  private nodeLostWhileOpen(c: ClientRecord, cur: Incarnation, lastClose: number): boolean {
+    if (this.run.schedule.cluster === undefined) return false;
+    const span = cur.online.find((o) => o.to === lastClose);
+    if (span === undefined) return false;
+    const connect = c.events.find((e) => e.type === 'connect' && e.conn === span.conn);
+    const node = connect?.type === 'connect' ? connect.node : undefined;
+    return this.run.nodes.some(
+      (n) => n.node === node && (n.type === 'pause' || n.type === 'partition' || n.type === 'kill') && n.t >= span.from && n.t <= span.to,
+    );
   }
 
   private lastNodeEvent(node: number, type: NodeEvent['type'], before: number): number | undefined {
