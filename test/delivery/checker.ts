@@ -852,9 +852,12 @@ class Checker {
     for (const [clientId, events] of byClient) {
       const spans = nodeSpans(events, [...leases, ...kills]);
       // A node serves a client only within its lease: no connection starts while it had run out.
-      const outside = spans.find((x) => unleased.some((u) => u.node === x.node && x.from > u.from + NODE_OWNER_SLACK_MS && x.from < u.to));
+      // The lease's lines are logged a moment after the lease changed: 100 ms of slack at both ends.
+      const within = (x: NodeSpan, u: { node: number; from: number; to: number }): boolean =>
+        u.node === x.node && x.from > u.from + NODE_OWNER_SLACK_MS && x.from < u.to - NODE_OWNER_SLACK_MS;
+      const outside = spans.find((x) => unleased.some((u) => within(x, u)));
       if (outside !== undefined) {
-        const u = unleased.find((v) => v.node === outside.node && outside.from > v.from && outside.from < v.to)!;
+        const u = unleased.find((v) => within(outside, v))!;
         this.problems.push({
           kind: 'lease',
           summary:

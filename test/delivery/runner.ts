@@ -436,6 +436,8 @@ export interface CampaignOptions {
   readonly recycleAfter?: number;
   /** Called with every schedule's outcome. */
   readonly onOutcome?: (o: ScheduleOutcome) => void;
+  /** Whether a failing generated schedule goes to the corpus (default: every one, when `writeCorpus`). */
+  readonly keepInCorpus?: (o: ScheduleOutcome) => boolean;
   /** The cluster's shape and fault lengths for generated schedules of the `nats` storage (cluster targets). */
   readonly cluster?: ClusterGenerateOptions;
 }
@@ -590,7 +592,9 @@ export class Campaign {
           );
           if (o.problems.length > 0) {
             const file =
-              this.opts.writeCorpus && only === undefined ? writeCorpusEntry(schedule, o.problems, this.opts.corpusDir) : '(not written)';
+              this.opts.writeCorpus && only === undefined && (this.opts.keepInCorpus?.(o) ?? true)
+                ? writeCorpusEntry(schedule, o.problems, this.opts.corpusDir)
+                : '(not written)';
             failures.push(`${formatProblems(o)}\n  corpus: ${file}`);
           }
         }

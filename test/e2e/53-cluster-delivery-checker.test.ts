@@ -103,6 +103,8 @@ describe('53 cluster delivery checker', () => {
     writeCorpus: ENV === undefined,
     log: (line) => lines.push(line),
     onOutcome: (o) => outcomes.push(o),
+    // A schedule failing only on an open bug is not written to the corpus (it would fail the next replay).
+    keepInCorpus: (o) => o.problems.some((p) => !knownOpen(p, o.record)),
     cluster: CLUSTER,
   });
 
