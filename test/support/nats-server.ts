@@ -51,9 +51,15 @@ export function natsServerBinary(): string {
   );
 }
 
-async function healthy(monitorPort: number): Promise<boolean> {
+/**
+ * `/healthz?js-enabled-only=true` once JetStream runs; plain `/healthz` (`full`) only once it also
+ * reached a JetStream meta leader, without which a fresh cluster cannot create a stream (a broker
+ * started before then can outwait its storage init on a loaded machine).
+ */
+async function healthy(monitorPort: number, full = false): Promise<boolean> {
   try {
-    const res = await fetch(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`, { signal: AbortSignal.timeout(1000) });
+    const query = full ? '' : '?js-enabled-only=true';
+    const res = await fetch(`http://127.0.0.1:${monitorPort}/healthz${query}`, { signal: AbortSignal.timeout(1000) });
     return res.status === 200;
   } catch {
     return false;
@@ -127,10 +133,10 @@ function spawnServer(name: string, storeDir: string, ports: Ports, cluster?: { r
   return { child, args, exited, out: () => out };
 }
 
-async function waitHealthy(servers: readonly NatsServer[]): Promise<void> {
+async function waitHealthy(servers: readonly NatsServer[], full = false): Promise<void> {
   const deadline = Date.now() + NATS_START_TIMEOUT_MS;
   for (const s of servers) {
-    while (!(await healthy(s.monitorPort))) {
+    while (!(await healthy(s.monitorPort, full))) {
       if (s.pid === undefined) throw new Error(`nats-server ${s.name} exited before it was ready:\n${s.output()}`);
       if (Date.now() > deadline) throw new Error(`nats-server ${s.name} not ready in ${NATS_START_TIMEOUT_MS / 1000} s:\n${s.output()}`);
       await sleep(100);
@@ -161,7 +167,8 @@ async function wrap(dir: string, servers: NatsServer[]): Promise<NatsCluster> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await waitHealthy(servers);
+    // A fresh cluster is ready once it has a meta leader; a restarted server (restart) only needs JetStream.
+    await waitHealthy(servers, true);
   } catch (err) {
     await dispose();
     throw err;

@@ -14,6 +14,8 @@ export const OWNED_BUCKET = 'bifro_owned';
 /** An owner that does not hand a session over in this time is passed by (its own writes then fail). */
 export const HANDOVER_TIMEOUT_MS = 3000;
 /** A CONNECT waits this long at most for this node to hold its lease (just started, or NATS just back). */
+/** A takeback of this node's own sessions that did not go through is tried again after this long. */
+const TAKE_BACK_RETRY_MS = 1000;
 const LEASE_WAIT_MS = 3000;
 /** Claims lost to a concurrent claim, tried again this many times before the CONNECT is refused. */
 const CLAIM_ATTEMPTS = 4;
@@ -127,6 +129,8 @@ export class SessionOwners implements SessionOwnership {
   private readonly mine = new Map<string, Owned>();
   /** A takeback of this node's own sessions went through since its start or the last lapse of its lease. */
   private ownBack = false;
+  /** A takeback loop runs. */
+  private taking = false;
   private stopped = false;
   private readonly selfToken: string;
   private ownedWatch = 0;
@@ -158,7 +162,7 @@ export class SessionOwners implements SessionOwnership {
     this.sub = nc.subscribe(controlSubject(this.opts.nodeId), { callback: (err, m) => (err === null ? void this.control(m) : undefined) });
     await this.watchOwned(owned);
     // A restart within the dead-node window: its sessions are still registered to it.
-    if (await this.adoptFrom(this.opts.nodeId, true)) this.backNow();
+    await this.takeBack();
     this.handlers?.attached();
   }
 
@@ -320,10 +324,32 @@ export class SessionOwners implements SessionOwnership {
 
   /** The lease is held (first time or again): the sessions still registered to this node are taken back. */
   leaseTaken(): void {
-    this.adoptFrom(this.opts.nodeId, true).then(
-      (done) => (done ? this.backNow() : undefined),
-      (err: unknown) => this.opts.logger.warn({ err: describeError(err) }, "cannot take back this node's sessions"),
-    );
+    void this.takeBack();
+  }
+
+  /**
+   * Takes back the sessions still registered to this node, until a takeback goes through: its
+   * routes are confirmed (and QoS 1/2 accepted) only then. Tried again every second while this
+   * node holds its lease (NATS just back can fail the first listing).
+   */
+  private async takeBack(): Promise<void> {
+    if (this.taking) return;
+    this.taking = true;
+    try {
+      while (!this.stopped && !this.ownBack && this.opts.holdsLease()) {
+        try {
+          if (await this.adoptFrom(this.opts.nodeId, true)) {
+            this.backNow();
+            return;
+          }
+        } catch (err) {
+          this.opts.logger.warn({ err: describeError(err) }, "cannot take back this node's sessions; trying again");
+        }
+        await new Promise((r) => setTimeout(r, TAKE_BACK_RETRY_MS));
+      }
+    } finally {
+      this.taking = false;
+    }
   }
 
   /** No longer this node's: later writes are dropped, the index key goes. */
