@@ -148,16 +148,9 @@ const DISCONNECTED_GROUP = 'clientDisconnected';
 /** A session that received something this close to the drain was not stalled. */
 const STILL_MS = 900;
 
-export function checkRun(run: RunRecord): CheckResult {
-  return new Checker(run).check();
-}
-
-class Checker {
-  readonly problems: Problem[] = [];
-  readonly messages = new Map<string, Message>();
-  readonly incarnations: Incarnation[] = [];
-  readonly byClient = new Map<string, Incarnation[]>();
-  readonly stats: CheckStats = {
+/** Stats with every count at zero (a run's before it is checked, a campaign's before any run). */
+export function emptyStats(): CheckStats {
+  return {
     published: 0,
     publishedByQos: [0, 0, 0],
     acknowledged: 0,
@@ -173,6 +166,18 @@ class Checker {
     willsDue: 0,
     willsReceived: 0,
   };
+}
+
+export function checkRun(run: RunRecord): CheckResult {
+  return new Checker(run).check();
+}
+
+class Checker {
+  readonly problems: Problem[] = [];
+  readonly messages = new Map<string, Message>();
+  readonly incarnations: Incarnation[] = [];
+  readonly byClient = new Map<string, Incarnation[]>();
+  readonly stats: CheckStats = emptyStats();
   outstanding = 0;
   willsOutstanding = 0;
 

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import mqtt, { type MqttClient } from 'mqtt';
-import { checkRun, type CheckResult, type CheckStats } from './checker';
+import { checkRun, emptyStats, type CheckResult, type CheckStats } from './checker';
 import { ClientDriver } from './client-driver';
 import { now, sleep, within } from './clock';
 import { readCorpus, reproduceCommand, writeCorpusEntry, type CorpusEntry } from './corpus';
@@ -361,21 +361,8 @@ export interface Figures extends CheckStats {
 
 export function emptyFigures(): Figures {
   return {
+    ...emptyStats(),
     schedules: 0,
-    published: 0,
-    publishedByQos: [0, 0, 0],
-    acknowledged: 0,
-    refused: 0,
-    delivered: 0,
-    required: 0,
-    excusedByDrops: 0,
-    dropsReported: 0,
-    lost: 0,
-    undrained: 0,
-    duplicates: 0,
-    unavailableMs: 0,
-    willsDue: 0,
-    willsReceived: 0,
     byFault: new Map(),
     faults: new Map(),
     problems: 0,
