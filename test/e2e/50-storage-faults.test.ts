@@ -377,3 +377,79 @@ describe('50 an ended session whose stored data could not be deleted', () => {
     expect(got).toEqual(['new']);
   });
 });
+
+describe('50 a will fired while storage fails', () => {
+  let disk: SmallDisk;
+  let dir: string;
+  const brokers: TestBroker[] = [];
+  beforeAll(() => {
+    disk = mountSmallDisk(8);
+    dir = mkdtempSync(path.join(os.tmpdir(), 'bifro-e2e-will-disk-'));
+  });
+  afterAll(async () => {
+    for (const b of brokers) await b.stop().catch(() => undefined);
+    disk.unmount();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function start(): Promise<TestBroker> {
+    const db = JSON.stringify(path.join(disk.dir, 'db'));
+    const b = await startTestBroker(`plugins:\n  storage: { use: "@bifro/plugin-storage-level", options: { path: ${db} } }`, {
+      dir,
+      keepDir: true,
+    });
+    brokers.push(b);
+    return b;
+  }
+
+  // A will has no publisher to send it again: the online persistent subscriber's inbox write is
+  // tried again until storage works, and only a stored will is sent, so a restart before the
+  // subscriber completed it still delivers it (before, it went out unstored and a restart lost it).
+  it('is stored once storage works again and reaches the persistent QoS 2 subscriber after a restart', async () => {
+    let broker = await start();
+    const subscriber = { protocolVersion: 5 as const, clientId: 'wd-sub', clean: false, properties: { sessionExpiryInterval: 600 } };
+    let sub = await rawConnect(broker.port, subscriber);
+    sub.send({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'wd/will', qos: 2 }] });
+    expect((await expectPacket(sub.raw, 'suback')).granted).toEqual([2]);
+    const other = await connect(broker.port, persistent('wd-other'));
+    await other.subscribeAsync('wd/#', { qos: 1 });
+    await other.endAsync();
+    const willer = await connect(broker.port, {
+      clientId: 'wd-willer',
+      will: { topic: 'wd/will', payload: Buffer.from('gone'), qos: 2, retain: false },
+    });
+
+    // Full once a write is refused (the first ones after filling may still fit in buffers).
+    disk.fill();
+    const pub = await connect(broker.port, { clientId: 'wd-pub' });
+    let refused = false;
+    for (let i = 0; i < 3000 && !refused; i++) refused = (await publish(pub, 'wd/t', `m${i}`)) === 0x80;
+    expect(refused).toBe(true);
+    willer.stream.destroy();
+    // While the disk is full the will is not sent: it is not stored anywhere yet.
+    expect(await sub.raw.next(1500)).toBeUndefined();
+    disk.free();
+    const sent = await expectPacket(sub.raw, 'publish', 10_000);
+    expect(sent).toMatchObject({ topic: 'wd/will', qos: 2 });
+    expect(sent.payload.toString()).toBe('gone');
+    // The subscriber leaves without PUBREC; the broker restarts.
+    sub.raw.destroy();
+    await broker.stop();
+    broker = await start();
+    sub = await rawConnect(broker.port, subscriber);
+    expect(sub.connack.sessionPresent).toBe(true);
+    const again = await expectPacket(sub.raw, 'publish', 5000);
+    expect(again).toMatchObject({ topic: 'wd/will', qos: 2, messageId: sent.messageId, dup: true });
+    sub.send({ cmd: 'pubrec', messageId: again.messageId! });
+    expect(await expectPacket(sub.raw, 'pubrel')).toMatchObject({ messageId: again.messageId });
+    sub.send({ cmd: 'pubcomp', messageId: again.messageId! });
+    expect(await sub.raw.next(500)).toBeUndefined();
+    // The offline persistent subscriber (QoS 1) gets it once too, after what was acknowledged for it.
+    const got: string[] = [];
+    await connect(broker.port, persistent('wd-other'), (p) => got.push(p));
+    await until(() => got.includes('gone'), 5000, "the offline subscriber's will");
+    await sleep(300);
+    expect(got.filter((p) => p === 'gone')).toHaveLength(1);
+    sub.raw.destroy();
+  }, 60_000);
+});

@@ -16,6 +16,8 @@ export const FORWARD_TIMEOUT_MS = 5000;
 /** Reply bodies: the destination distributed the batch and stored what it must, or it did not. */
 const REPLY_OK = Uint8Array.of(0);
 const REPLY_FAILED = Uint8Array.of(1);
+/** The whole batch refused before anything was delivered (the receiving node holds no lease). */
+const REPLY_REFUSED = Uint8Array.of(2);
 
 /** The subject a node receives forwarded messages on. */
 export function forwardSubject(nodeId: string): string {
@@ -34,14 +36,29 @@ interface Batch {
 }
 
 /** Hands received messages to the broker; `done` once it distributed them and what storage must keep is written. */
-export type DeliverReceived = (messages: readonly ReceivedMessage[], done: (failed: boolean) => void) => void;
+export type DeliverReceived = (messages: readonly ReceivedMessage[], done: (reply: BatchReply) => void) => void;
+
+/**
+ * How a node answers a forwarded batch: every message delivered and stored; some could not be
+ * (others may have been); or none was, the batch refused whole (a node without its lease).
+ */
+export type BatchReply = 'delivered' | 'failed' | 'refused';
+
+/** A forwarded batch the receiving node refused whole: none of its messages reached a session there. */
+export class BatchRefused extends Error {
+  constructor(node: string) {
+    super(`node ${node} refused the batch (it holds no lease)`);
+  }
+}
 
 /**
  * Delivers a message here to the sessions this node took over from `node` without a hand-over
  * (adopted when it left, or claimed while it did not answer) that are not in `delivered`, adding
  * them to it: a will whose copy for that node failed reaches the sessions it had, now served here.
+ * With `handedOverSince`, also those `node` handed over to this node since then (its copy was
+ * refused whole, so none of them had it there).
  */
-export type DeliverAdopted = (node: string, message: ReceivedMessage, delivered: Set<string>) => void;
+export type DeliverAdopted = (node: string, message: ReceivedMessage, delivered: Set<string>, handedOverSince: number | undefined) => void;
 
 /** How long a QoS 1/2 message nobody sends again (a will) is sent again to nodes that did not take it. */
 const RESEND_FOR_MS = 60_000;
@@ -69,6 +86,8 @@ class Resend {
   readonly sent = new Set<string>();
   /** Nodes whose copy failed, or whose route matched while they were gone: their sessions may come here. */
   readonly failed = new Set<string>();
+  /** Nodes of {@link failed} that refused their copy whole: none of their sessions got it there. */
+  readonly refused = new Set<string>();
   /** Sessions here (by key) that got it as sessions adopted from a failed node. */
   readonly delivered = new Set<string>();
   readonly until: number;
@@ -79,10 +98,10 @@ class Resend {
     readonly tenantId: string,
     readonly msg: ForwardMessage,
     readonly encoded: Buffer,
-    now: number,
+    readonly publishedAt: number,
     adoptedBefore: Iterable<string>,
   ) {
-    this.until = now + RESEND_FOR_MS;
+    this.until = publishedAt + RESEND_FOR_MS;
     // Sessions adopted before it was published got it with the local deliveries, if they matched.
     for (const key of adoptedBefore) this.delivered.add(key);
   }
@@ -92,10 +111,16 @@ class Resend {
     this.sent.add(node);
     return {
       hold: () => undefined,
-      release: () => undefined,
-      fail: () => {
+      // Taken: sessions it hands over from now on have it.
+      release: () => {
+        this.failed.delete(node);
+        this.refused.delete(node);
+      },
+      fail: (err: unknown) => {
         this.sent.delete(node);
         this.failed.add(node);
+        if (err instanceof BatchRefused) this.refused.add(node);
+        else this.refused.delete(node);
         this.later(node, groups);
       },
     };
@@ -273,7 +298,7 @@ export class Forwarder {
     // The sessions of a node whose copy failed that this node took over since get it here; while
     // such a node is gone but still has routes (sessions without a new owner yet), it is looked at again.
     for (const f of r.failed) {
-      this.opts.deliverAdopted(f, r.message, r.delivered);
+      this.opts.deliverAdopted(f, r.message, r.delivered, r.refused.has(f) ? r.publishedAt : undefined);
       if (this.opts.alive(f)) continue;
       if (routes.hasNode(f)) departed = true;
       else r.failed.delete(f);
@@ -383,6 +408,7 @@ export class Forwarder {
       nc.request(forwardSubject(node), data, { timeout: FORWARD_TIMEOUT_MS }).then(
         (reply) => {
           if (reply.data.length === 1 && reply.data[0] === REPLY_OK[0]) for (const w of b.waiters) w.release();
+          else if (reply.data.length === 1 && reply.data[0] === REPLY_REFUSED[0]) this.failed(node, b, count, new BatchRefused(node));
           else this.failed(node, b, count, new Error(`node ${node} could not deliver or store the batch`));
         },
         (err: unknown) => this.failed(node, b, count, err),
@@ -419,10 +445,10 @@ export class Forwarder {
     }
     this.received += messages.length;
     const copies = this.firstCopies(messages);
-    this.opts.deliver(copies.messages, (failed) => {
+    this.opts.deliver(copies.messages, (reply) => {
       // A copy that could not be delivered may come again.
-      if (failed) for (const id of copies.ids) this.copiesSeen.delete(id);
-      this.reply(m, failed ? REPLY_FAILED : REPLY_OK);
+      if (reply !== 'delivered') for (const id of copies.ids) this.copiesSeen.delete(id);
+      this.reply(m, reply === 'delivered' ? REPLY_OK : reply === 'refused' ? REPLY_REFUSED : REPLY_FAILED);
     });
   }
 

@@ -207,12 +207,12 @@ export class Session implements WheelEntry, WriteReporter {
 
   /** The lookup is done: deliver what it found, then (when no other lookup is pending) what waited. */
   releaseRetained(retained: readonly Delivery[]): void {
-    for (const d of retained) this.deliverNow(d, undefined);
+    for (const d of retained) this.deliverNow(d, undefined, false);
     if (--this.retainedLookups > 0 || this.waiting === undefined) return;
     const waiting = this.waiting;
     this.waiting = undefined;
     for (const w of waiting) {
-      this.deliverNow(w.delivery, w.waiter);
+      this.deliverNow(w.delivery, w.waiter, true);
       w.waiter?.release();
     }
   }
@@ -224,7 +224,7 @@ export class Session implements WheelEntry, WriteReporter {
    */
   deliver(d: Delivery, waiter?: WriteWaiter): void {
     if (this.retainedLookups === 0) {
-      this.deliverNow(d, waiter);
+      this.deliverNow(d, waiter, true);
       return;
     }
     const waiting = (this.waiting ??= []);
@@ -236,7 +236,13 @@ export class Session implements WheelEntry, WriteReporter {
     waiting.push({ delivery: d, waiter });
   }
 
-  private deliverNow(d: Delivery, waiter: WriteWaiter | undefined): void {
+  /**
+   * `live`: a message being published now (not a retained one a new subscription gets). A live
+   * QoS 1/2 delivery without a waiter has no publisher to send it again (a will): a persistent
+   * session stores it in its inbox before sending it, so a failed write is tried again
+   * ({@link appendUnowned}) instead of the message living only in a flight that may be lost.
+   */
+  private deliverNow(d: Delivery, waiter: WriteWaiter | undefined, live: boolean): void {
     const link = this.link;
     if (!this.persistent) {
       // writable() is asked even when the queue is not empty: it is where a subscriber stuck over
@@ -273,7 +279,12 @@ export class Session implements WheelEntry, WriteReporter {
       return undefined;
     }
     const inbox = this.inboxState;
-    const direct = link !== undefined && this.loaded && (inbox === undefined || !inbox.waiting) && link.writable();
+    const direct =
+      link !== undefined &&
+      this.loaded &&
+      (waiter !== undefined || !live) &&
+      (inbox === undefined || !inbox.waiting) &&
+      link.writable();
     if (direct && this.inflight.size < link.receiveMaximum) {
       const packetId = this.allocatePacketId();
       if (d.qos === 1) {

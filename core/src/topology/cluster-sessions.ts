@@ -20,6 +20,9 @@ import { offlineClient, type SessionObserver, type SessionRegistry } from '../se
  * they go as soon as the new owner's routes are seen here, usually within milliseconds.
  */
 const HANDOVER_GRACE_MS = 5000;
+/** How long a hand-over to this node is remembered (longer than a will is sent again: 60 s), and the count that triggers a first sweep. */
+const HANDED_OVER_KEPT_MS = 120_000;
+const HANDED_OVER_SWEEP_AT = 1000;
 
 /**
  * How long at most a session fenced here (this node's lease ran out) keeps its routes while no
@@ -93,6 +96,13 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
   private readonly published = new Set<string>();
   /** Sessions (by key) this node took over without a hand-over (adopted, or claimed from a node that did not answer), and from which node. */
   private readonly adopted = new Map<string, string>();
+  /**
+   * Sessions (by key) another node handed over to this one lately, from which node and when: a
+   * will that node refused meanwhile is delivered to them here (Forwarder's resend). Kept
+   * {@link HANDED_OVER_KEPT_MS}, longer than a will is sent again.
+   */
+  private readonly handedOver = new Map<string, { readonly node: string; readonly at: number }>();
+  private handedOverSweepAt = HANDED_OVER_SWEEP_AT;
   private lastUnregisteredLog = 0;
 
   constructor(
@@ -167,7 +177,10 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
           // Its expiry is judged when the CONNECT arrived: the claim may have waited seconds for a silent owner.
           this.resume(record, previous, false, false, arrived);
           // Taken from a node that did not answer: what it was sent meanwhile may not have reached it.
-          if (!outcome.handedOver && previous.node !== this.nodeId) this.adopted.set(key, previous.node);
+          if (previous.node !== this.nodeId) {
+            if (outcome.handedOver) this.arrivedHandedOver(key, previous.node);
+            else this.adopted.set(key, previous.node);
+          }
         }
         return true;
       }
@@ -226,9 +239,25 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
       this.forgetPublished(session.key, this.owners.update(session.tenantId, session.clientId, this.state(session)));
   }
 
-  /** The node a session served here was taken over from without a hand-over, if it was. */
-  adoptedFrom(key: string): string | undefined {
-    return this.adopted.get(key);
+  private arrivedHandedOver(key: string, node: string): void {
+    const now = this.clock();
+    if (this.handedOver.size >= this.handedOverSweepAt) {
+      for (const [k, h] of this.handedOver) if (now - h.at > HANDED_OVER_KEPT_MS) this.handedOver.delete(k);
+      // Many recent ones: the next sweep waits until they doubled (a sweep per insert would be quadratic).
+      this.handedOverSweepAt = Math.max(HANDED_OVER_SWEEP_AT, 2 * this.handedOver.size);
+    }
+    this.handedOver.set(key, { node, at: now });
+  }
+
+  /**
+   * The node a session served here was taken over from without a hand-over, if it was; with
+   * `handedOverSince`, else the node that handed it over since then.
+   */
+  cameFrom(key: string, handedOverSince: number | undefined): string | undefined {
+    const adopted = this.adopted.get(key);
+    if (adopted !== undefined || handedOverSince === undefined) return adopted;
+    const h = this.handedOver.get(key);
+    return h !== undefined && h.at >= handedOverSince ? h.node : undefined;
   }
 
   /** The sessions served here that were taken over without a hand-over. */
@@ -238,6 +267,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
 
   ended(session: Session): void {
     this.adopted.delete(session.key);
+    this.handedOver.delete(session.key);
     if (!this.leaving.has(session)) this.forgetPublished(session.key, this.owners.release(session.tenantId, session.clientId));
   }
 
@@ -283,6 +313,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
     if (session === undefined) return;
     this.leaving.add(session);
     this.adopted.delete(session.key);
+    this.handedOver.delete(session.key);
     this.registry.cutOff(session, 'this node lost its lease in the cluster');
     // Its routes stay (QoS 1/2 to it refused, the publishers send again) until it is served again:
     // here once the lease is back, or by the node it is handed to (handOver, lost).
@@ -299,6 +330,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
     const session = this.registry.get(sessionListKey(tenantId, clientId));
     if (session === undefined) return undefined;
     this.adopted.delete(session.key);
+    this.handedOver.delete(session.key);
     this.leaving.add(session);
     if (session.connected) {
       this.registry.disconnectTaken(session, reason);

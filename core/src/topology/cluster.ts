@@ -8,6 +8,7 @@ import type { Engine } from '../broker/engine';
 import type { NodeDrain } from '../broker/node-drain';
 import type { Topology, TopologyStart } from '../broker/topology';
 import type { ClusterView, ReceivedMessage, RunningCluster } from '../cluster/cluster-view';
+import type { BatchReply } from '../cluster/forwarder';
 import type { PublishProperties } from '../codec/publish-codec';
 import { CORE_VERSION } from '../plugin-host/core-version';
 import { MqttConnection } from '../protocol/connection';
@@ -138,7 +139,7 @@ export class ClusterTopology implements Topology {
       localRoutes: this.opts.router,
       newIndex: () => new TopicTrie<string>(),
       deliver: (messages, done) => this.deliverFromNode(messages, done),
-      deliverAdopted: (node, message, delivered) => this.deliverAdopted(node, message, delivered),
+      deliverAdopted: (node, message, delivered, since) => this.deliverAdopted(node, message, delivered, since),
       adoptedSessions: () => this.sessions?.adoptedSessions() ?? [],
       clock,
       draining: () => drain.draining,
@@ -177,12 +178,12 @@ export class ClusterTopology implements Topology {
     await running?.stop();
   }
 
-  /** A message (a will this node published) for the sessions this node adopted from `node`, each once. */
-  private deliverAdopted(node: string, r: ReceivedMessage, delivered: Set<string>): void {
+  /** A message (a will this node published) for the sessions this node took over from `node` (see DeliverAdopted), each once. */
+  private deliverAdopted(node: string, r: ReceivedMessage, delivered: Set<string>, handedOverSince: number | undefined): void {
     const sessions = this.sessions;
     if (sessions === undefined || !this.serving()) return;
     this.engine!.publishOnly(r.tenantId, receivedMessage(r, this.engine!.now()), (s) => {
-      if (delivered.has(s.key) || sessions.adoptedFrom(s.key) !== node) return false;
+      if (delivered.has(s.key) || sessions.cameFrom(s.key, handedOverSince) !== node) return false;
       delivered.add(s.key);
       return true;
     });
@@ -194,11 +195,11 @@ export class ClusterTopology implements Topology {
    * batch's QoS 1/2 messages hold one waiter, as a PUBACK would, so the reply waits for this
    * node's storage.
    */
-  private deliverFromNode(messages: readonly ReceivedMessage[], done: (failed: boolean) => void): void {
+  private deliverFromNode(messages: readonly ReceivedMessage[], done: (reply: BatchReply) => void): void {
     const engine = this.engine!;
     // Without its lease this node serves no session (a lapse just seen fences them first): refused, the sender retries.
     if (!this.serving()) {
-      done(true);
+      done('refused');
       return;
     }
     const waiter = new BatchWaiter(done);
@@ -240,12 +241,12 @@ function receivedMessage(r: ReceivedMessage, now: number): Message {
 
 /** Settles once every storage write of a forwarded batch is done: the sending node's reply. */
 class BatchWaiter extends CountedWaiter {
-  constructor(private readonly done: (failed: boolean) => void) {
+  constructor(private readonly done: (reply: BatchReply) => void) {
     super();
   }
 
   protected settled(failed: boolean): void {
-    this.done(failed);
+    this.done(failed ? 'failed' : 'delivered');
   }
 }
 
