@@ -280,11 +280,7 @@ export class Session implements WheelEntry, WriteReporter {
     }
     const inbox = this.inboxState;
     const direct =
-      link !== undefined &&
-      this.loaded &&
-      (waiter !== undefined || !live) &&
-      (inbox === undefined || !inbox.waiting) &&
-      link.writable();
+      link !== undefined && this.loaded && (waiter !== undefined || !live) && (inbox === undefined || !inbox.waiting) && link.writable();
     if (direct && this.inflight.size < link.receiveMaximum) {
       const packetId = this.allocatePacketId();
       if (d.qos === 1) {

@@ -49,7 +49,7 @@ interface InboxState {
 
 const EMPTY: InboxState = { next: 1, head: 1, last: 0 };
 
-type Job =
+type WriteJob =
   | {
       readonly kind: 'append';
       readonly entries: readonly Buffer[];
@@ -59,6 +59,8 @@ type Job =
       readonly reject: (err: unknown) => void;
     }
   | { readonly kind: 'commit'; readonly upto: number; readonly resolve: () => void; readonly reject: (err: unknown) => void };
+
+type Job = WriteJob | { readonly kind: 'clear'; readonly resolve: () => void; readonly reject: (err: unknown) => void };
 
 interface Lane {
   readonly stream: string;
@@ -160,12 +162,15 @@ export class NatsInboxStore implements InboxStore {
     });
   }
 
-  /** Removes a session's inbox (session delete). */
-  async clear(tenantId: string, clientId: string): Promise<void> {
-    const { stream, subject } = this.where(tenantId, clientId);
-    this.states.delete(subject);
+  /**
+   * Removes a session's inbox (session delete). Queued behind the session's writes: an append the
+   * ended session issued and still in flight would otherwise land after the purge (its
+   * compare-and-set retried on the emptied subject) and hand the next session its messages.
+   */
+  clear(tenantId: string, clientId: string): Promise<void> {
     const link = this.ctx.link;
-    if (link !== undefined) await link.purge(stream, subject);
+    if (link === undefined) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => this.enqueue(link, tenantId, clientId, { kind: 'clear', resolve, reject }));
   }
 
   /** Waits for the clean-ups still running (close). */
@@ -188,18 +193,30 @@ export class NatsInboxStore implements InboxStore {
   /** Writes a lane's jobs, a window at a time, until none is left. */
   private async drain(link: JetStreamLink, lane: Lane): Promise<void> {
     while (lane.jobs.length > 0) {
-      let n = 0;
+      const first = lane.jobs[0]!;
+      if (first.kind === 'clear') {
+        lane.jobs.shift();
+        this.states.delete(lane.subject);
+        try {
+          await link.purge(lane.stream, lane.subject);
+          first.resolve();
+        } catch (err) {
+          first.reject(err);
+        }
+        continue;
+      }
+      const window: WriteJob[] = [];
       let bytes = 0;
       let entries = 0;
-      for (const j of lane.jobs) {
+      for (let j = lane.jobs[0]; j !== undefined && j.kind !== 'clear'; j = lane.jobs[0]) {
         const jb = j.kind === 'append' ? j.bytes : 0;
         const je = j.kind === 'append' ? j.entries.length : 0;
-        if (n > 0 && (bytes + jb > CHUNK_MAX_BYTES || entries + je > CHUNK_MAX_ENTRIES)) break;
-        n++;
+        if (window.length > 0 && (bytes + jb > CHUNK_MAX_BYTES || entries + je > CHUNK_MAX_ENTRIES)) break;
+        window.push(j);
+        lane.jobs.shift();
         bytes += jb;
         entries += je;
       }
-      const window = lane.jobs.splice(0, n);
       try {
         await this.write(link, lane, window);
       } catch (err) {
@@ -209,7 +226,7 @@ export class NatsInboxStore implements InboxStore {
     this.lanes.delete(lane.subject);
   }
 
-  private async write(link: JetStreamLink, lane: Lane, window: readonly Job[]): Promise<void> {
+  private async write(link: JetStreamLink, lane: Lane, window: readonly WriteJob[]): Promise<void> {
     const { stream, subject } = lane;
     for (let attempt = 1; ; attempt++) {
       const base = this.states.get(subject) ?? stateOf(await link.last(stream, subject));

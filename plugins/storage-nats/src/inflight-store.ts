@@ -13,7 +13,24 @@ import { decodeInflight, encodeInflight } from '@bifro/spi';
  * first, so a replaced record keeps its place.
  */
 export class NatsInflightStore implements InflightStore {
+  /** Per session: the writes that add records, still under way ({@link clear} waits for them). */
+  private readonly adding = new Map<string, Set<Promise<void>>>();
+
   constructor(private readonly ctx: StoreContext) {}
+
+  /** `write` counted among the session's adding writes until it settles. */
+  private adds(tenantId: string, clientId: string, write: Promise<void>): Promise<void> {
+    const key = sessionKey(tenantId, clientId);
+    let pending = this.adding.get(key);
+    if (pending === undefined) this.adding.set(key, (pending = new Set()));
+    pending.add(write);
+    const settled = (): void => {
+      pending.delete(write);
+      if (pending.size === 0 && this.adding.get(key) === pending) this.adding.delete(key);
+    };
+    write.then(settled, settled);
+    return write;
+  }
 
   private bucket(tenantId: string, clientId: string): KvBucket {
     return this.ctx.inflight[this.ctx.layout.sessionPartition(tenantId, clientId)];
@@ -21,20 +38,24 @@ export class NatsInflightStore implements InflightStore {
 
   put(tenantId: string, clientId: string, records: readonly InflightRecord[]): Promise<void> {
     const values = records.map((r) => encodeInflight(r));
-    return this.ctx.call(`inflight put (${tenantId}/${clientId})`, async () => {
-      const b = this.bucket(tenantId, clientId);
-      const keys = records.map((r) => `${sessionKey(tenantId, clientId)}.o.${r.packetId}`);
-      const existing = await Promise.all(keys.map((k) => b.get(k)));
-      await Promise.all(
-        keys.map((k, i) => {
-          const old = existing[i];
-          const out = Buffer.allocUnsafe(8 + values[i].byteLength);
-          out.writeDoubleBE(old === undefined ? 0 : placeOf(old), 0);
-          out.set(values[i], 8);
-          return b.put(k, out);
-        }),
-      );
-    });
+    return this.adds(
+      tenantId,
+      clientId,
+      this.ctx.call(`inflight put (${tenantId}/${clientId})`, async () => {
+        const b = this.bucket(tenantId, clientId);
+        const keys = records.map((r) => `${sessionKey(tenantId, clientId)}.o.${r.packetId}`);
+        const existing = await Promise.all(keys.map((k) => b.get(k)));
+        await Promise.all(
+          keys.map((k, i) => {
+            const old = existing[i];
+            const out = Buffer.allocUnsafe(8 + values[i].byteLength);
+            out.writeDoubleBE(old === undefined ? 0 : placeOf(old), 0);
+            out.set(values[i], 8);
+            return b.put(k, out);
+          }),
+        );
+      }),
+    );
   }
 
   remove(tenantId: string, clientId: string, packetIds: readonly number[]): Promise<void> {
@@ -56,9 +77,13 @@ export class NatsInflightStore implements InflightStore {
   }
 
   addIncoming(tenantId: string, clientId: string, packetId: number): Promise<void> {
-    return this.ctx.call(`inflight addIncoming (${tenantId}/${clientId})`, async () => {
-      await this.bucket(tenantId, clientId).put(`${sessionKey(tenantId, clientId)}.i.${packetId}`, new Uint8Array(0));
-    });
+    return this.adds(
+      tenantId,
+      clientId,
+      this.ctx.call(`inflight addIncoming (${tenantId}/${clientId})`, async () => {
+        await this.bucket(tenantId, clientId).put(`${sessionKey(tenantId, clientId)}.i.${packetId}`, new Uint8Array(0));
+      }),
+    );
   }
 
   removeIncoming(tenantId: string, clientId: string, packetId: number): Promise<void> {
@@ -74,8 +99,14 @@ export class NatsInflightStore implements InflightStore {
     });
   }
 
-  /** Removes a session's inflight state (session delete). */
+  /**
+   * Removes a session's inflight state (session delete), once the writes adding records that the
+   * ended session issued have settled: one landing after the removal would give the next session
+   * with this client id a stale record (a message it never had, a QoS 2 packet id it would drop).
+   */
   async clear(tenantId: string, clientId: string): Promise<void> {
+    const pending = this.adding.get(sessionKey(tenantId, clientId));
+    if (pending !== undefined) await Promise.allSettled([...pending]);
     await this.bucket(tenantId, clientId).remove(`${sessionKey(tenantId, clientId)}.>`);
   }
 }

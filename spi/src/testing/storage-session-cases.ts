@@ -165,6 +165,26 @@ export function sessionCases(add: AddStorageCase): void {
     assertSameData(await s.inflight.listIncoming('t2', 'c1'), [11]);
   });
 
+  add('sessions: a delete issued while the session still writes removes what those writes add', async (s) => {
+    // The broker ends a session (expiry, clean start) while appends and inflight writes it issued
+    // are still under way; the next session with the client id must start empty.
+    await s.sessions.put(sampleSession('t1', 'c1'));
+    const limit = { maxSize: 10_000, dropOldest: false };
+    const writes: Promise<unknown>[] = [];
+    for (let i = 0; i < 50; i++) {
+      writes.push(s.inbox.append('t1', 'c1', numberedInboxMessages(i * 4 + 1, 4), limit));
+      writes.push(s.inflight.put('t1', 'c1', [{ packetId: i + 1, phase: 'publish', message: numberedInboxMessages(i, 1)[0] }]));
+      writes.push(s.inflight.addIncoming('t1', 'c1', i + 1));
+    }
+    const deleted = s.sessions.delete('t1', 'c1');
+    await Promise.allSettled(writes);
+    await deleted;
+    assert.equal(await s.inbox.count('t1', 'c1'), 0, 'inbox count after the delete');
+    assertSameData(await s.inbox.read('t1', 'c1', 0, 1000), [], 'inbox entries after the delete');
+    assertSameData(await s.inflight.list('t1', 'c1'), [], 'outbound inflight after the delete');
+    assertSameData(await s.inflight.listIncoming('t1', 'c1'), [], 'incoming QoS 2 ids after the delete');
+  });
+
   add('sessions: a stored record does not change when the caller later mutates its buffers', async (s) => {
     const record = sampleSession('t1', 'c1', true);
     const expected = sampleSession('t1', 'c1', true);
