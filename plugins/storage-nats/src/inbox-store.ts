@@ -143,6 +143,9 @@ export class NatsInboxStore implements InboxStore {
       if (from >= state.next) return [];
       const out: InboxEntry[] = [];
       await link.scan(stream, subject, {}, (m) => {
+        // Written after the state this read started from: so is every later message. Without
+        // this stop, appends arriving as fast as the scan reads kept it going for seconds.
+        if (m.seq > state.last) return false;
         if (m.headers?.get(H_KIND) !== 'c') return true;
         const first = num(m, H_FIRST);
         if (num(m, H_NEXT) <= from) return true;
