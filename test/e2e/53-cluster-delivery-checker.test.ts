@@ -42,10 +42,9 @@ console.log(
  * reported in the output and counted by `npm run check:delivery -- --cluster`, but not failing
  * this CI test. Remove an entry with the broker fix.
  *
- * - A will published while the watcher's node had no lease (cut off from NATS, paused) is
- *   forwarded to that node, which refuses forwarded batches without its lease; a will has no
- *   publisher to send it again, so it is lost for the persistent QoS 2 subscriber
- *   (test/fixtures/delivery-corpus-open/nats-c1057e57-0.json).
+ * - A will published around a restart of every NATS server does not reach the watcher's
+ *   persistent QoS 2 subscription (test/fixtures/delivery-corpus-open/nats-3960147-14.json,
+ *   nats-bdb29-10.json).
  * - A will published by a node whose registry write ending the session did not land (NATS just
  *   back, the lease about to run out) is published again when the node takes its lease back and
  *   "takes back" the sessions still registered to it (test/fixtures/delivery-corpus-open/nats-27bde1c4-0.json).
@@ -64,9 +63,10 @@ console.log(
  *   nats-3960147-0.json). Only with a NATS fault in the run.
  * - After all NATS servers were restarted, a fresh subscriber on one node was not served from
  *   the other within 20 s (`routes`, nats-1fe9ba-12.json). Only with a NATS fault in the run.
- * - Right after a session moved off a node that resumed from a pause, QoS 1/2 messages
- *   acknowledged for it reach its live connection only at its next reconnect (`stalled`:
- *   test/fixtures/delivery-corpus-open/nats-4a958a77-20.json).
+ * - Right after a node resumed from a pause, QoS 1/2 messages acknowledged for a live session
+ *   reach it only at its next reconnect (`stalled`). The cause found (the NATS storage's inbox
+ *   read following the appends) is fixed and its schedule is in the corpus; kept open until a
+ *   longer run shows no other cause.
  */
 function knownOpen(p: Problem, record: RunRecord): boolean {
   if (p.kind === 'lease' || p.kind === 'stalled') return true;
