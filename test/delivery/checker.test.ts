@@ -222,6 +222,28 @@ describe('the delivery checker', () => {
     expect(g.problems[0]!.summary).toContain('$share/g/a: QoS 2 message p0:2 delivered to 2 members');
   });
 
+  it('takes a QoS 2 message a clean publisher never got acknowledged, delivered twice, for sent again as a new one', () => {
+    // p0 (clean) sends p0:1 and loses its connection before PUBREC; its library sends it again on a new clean session.
+    const clean = (persistent: boolean): Rec => {
+      const p = new Rec(
+        spec('p0', {
+          persistent,
+          expirySeconds: persistent ? 600 : 0,
+          publish: { topics: ['a'], qos: [2], window: 10, pauseMs: 1, seed: 1 },
+        }),
+      );
+      p.connect(0, 1);
+      p.events.push({ t: 110, conn: 1, type: 'publish', msg: 'p0:1', topic: 'a', qos: 2, packetId: 1 });
+      p.leave(150, 1).connect(160, 2, persistent);
+      if (persistent) p.leave(DRAIN, 2, 'drain').connect(DRAIN + 1, 3, true);
+      return p;
+    };
+    const twice = (): Rec => subscriber([1, 1], 2);
+    expect(checkRun(run([clean(false), twice()])).problems).toEqual([]);
+    // A persistent publisher resends it in its session: twice is a duplicate.
+    expect(kinds(checkRun(run([clean(true), twice()])).problems)).toEqual(['duplicate']);
+  });
+
   it('requires a message of a shared group at one member', () => {
     const m0 = new Rec(spec('g0m0'));
     const m1 = new Rec(spec('g0m1'));
@@ -498,6 +520,29 @@ describe('the delivery checker', () => {
       // The pause of another node: the session was lost.
       const other = pause.map((n) => ({ ...n, node: 0 }));
       expect(kinds(checkRun(clusterRun([s], [], other)).problems)).toEqual(['session-lost']);
+    });
+
+    it('counts a CONNECT sent to a paused node as arriving when the node resumed', () => {
+      // s0 (expiry 1 s) leaves node 1 at 100 and sends CONNECT to it at 300, while it is paused (200-1300).
+      const s = new Rec(spec('s0', { expirySeconds: 1 }));
+      s.events.push({ t: 0, conn: 1, type: 'connect', clean: false, node: 1 });
+      s.events.push({ t: 0.5, conn: 1, type: 'connack', sessionPresent: false, reason: 0 });
+      s.events.push({ t: 100, conn: 1, type: 'close' });
+      s.events.push({ t: 300, conn: 2, type: 'connect', clean: false, node: 1 });
+      s.events.push({ t: 1301, conn: 2, type: 'connack', sessionPresent: false, reason: 0 });
+      s.leave(DRAIN, 2, 'drain').connect(DRAIN + 1, 3, true);
+      const pause: NodeEvent[] = [
+        { t: 200, node: 1, type: 'pause' },
+        { t: 1300, node: 1, type: 'resume' },
+      ];
+      // The broker read it 1.2 s after the client left: past the expiry, Session Present 0 is right.
+      expect(checkRun(clusterRun([s], [], pause)).problems).toEqual([]);
+      // A pause that ended before the CONNECT: it arrived 200 ms after the client left, the session was lost.
+      const earlier: NodeEvent[] = [
+        { t: 150, node: 1, type: 'pause' },
+        { t: 250, node: 1, type: 'resume' },
+      ];
+      expect(kinds(checkRun(clusterRun([s], [], earlier)).problems)).toEqual(['session-lost']);
     });
 
     it('measures unavailability: a client without CONNACK and refused publishes, in the union', () => {

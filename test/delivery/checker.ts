@@ -421,7 +421,10 @@ class Checker {
     const spec = c.spec;
     const expiryMs = spec.version === 5 ? spec.expirySeconds * 1000 : Infinity;
     const stillOpen = [...openConns].some((conn) => cur.conns.has(conn));
-    const offline = stillOpen ? 0 : connectAt - lastClose;
+    // A CONNECT sent to a paused node reaches the broker when the node resumes (the kernel only queued it).
+    const connect = c.events.find((e) => e.type === 'connect' && e.conn === ack.conn);
+    const arrived = this.resumedAfter(connect?.type === 'connect' ? (connect.node ?? spec.node) : spec.node, connectAt);
+    const offline = stillOpen ? 0 : arrived - lastClose;
     const node = spec.node;
     if (!ack.sessionPresent && offline < expiryMs - EXPIRY_EARLY_SLACK_MS && !this.nodeLostWhileOpen(c, cur, lastClose)) {
       this.problems.push({
@@ -468,6 +471,20 @@ class Checker {
     return this.run.nodes.some(
       (n) => n.node === node && (n.type === 'pause' || n.type === 'partition' || n.type === 'kill') && n.t >= span.from && n.t <= span.to,
     );
+  }
+
+  /** `t`, or when node `node` was paused at `t`, the time it resumed. */
+  private resumedAfter(node: number, t: number): number {
+    let pausedAt: number | undefined;
+    for (const n of this.run.nodes) {
+      if (n.node !== node) continue;
+      if (n.type === 'pause' && n.t <= t) pausedAt = n.t;
+      else if (n.type === 'resume' && pausedAt !== undefined) {
+        if (n.t >= t) return n.t;
+        pausedAt = undefined;
+      }
+    }
+    return t;
   }
 
   private lastNodeEvent(node: number, type: NodeEvent['type'], before: number): number | undefined {
@@ -605,13 +622,27 @@ class Checker {
     });
   }
 
+  /**
+   * A QoS 2 message its publisher, a clean session, never got acknowledged: the client sends it
+   * again on its next connection (MQTT.js does), which for the broker is a new message of a new
+   * session. Exactly once holds within a session [MQTT-4.3.3]; a copy delivered from the first
+   * attempt (a storage write after the delivery failed, or the connection died) and one from the
+   * second are both right.
+   */
+  private resentAsNew(key: string): boolean {
+    const m = this.messages.get(key);
+    if (m === undefined || m.ackAt !== undefined) return false;
+    const publisher = this.run.clients.find((c) => c.spec.name === m.publisher);
+    return publisher !== undefined && !publisher.spec.persistent;
+  }
+
   /** QoS 2 exactly once: per session, and per shared group. */
   private checkDuplicates(): void {
     for (const inc of this.incarnations) {
       const counts = new Map<string, Deliver[]>();
       // Wills are counted by the will check.
       for (const d of inc.deliver) if (d.qos === 2 && !d.msg.startsWith(WILL_KEY)) counts.set(d.msg, [...(counts.get(d.msg) ?? []), d]);
-      const twice = [...counts].filter(([, ds]) => ds.length > 1);
+      const twice = [...counts].filter(([key, ds]) => ds.length > 1 && !this.resentAsNew(key));
       if (twice.length > 0) {
         const [key, ds] = twice[0]!;
         const m = this.messages.get(key);
@@ -642,7 +673,7 @@ class Checker {
       for (const inc of members) for (const d of inc.deliver) if (d.qos === 2) seen.set(d.msg, [...(seen.get(d.msg) ?? []), { inc, d }]);
       for (const [key, ds] of seen) {
         const sessions = new Set(ds.map((x) => x.inc));
-        if (sessions.size < 2) continue; // one session twice is reported above
+        if (sessions.size < 2 || this.resentAsNew(key)) continue; // one session twice is reported above
         this.problems.push({
           kind: 'duplicate',
           summary: `${group}: QoS 2 message ${key} delivered to ${sessions.size} members`,

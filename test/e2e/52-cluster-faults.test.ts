@@ -182,3 +182,53 @@ it('NATS killed and started again after 6 s: nothing acknowledged is lost, no no
   expect(await freshSubscriberServed(a, b, 'after-nats-a')).toBe(true);
   sub.client.end(true);
 }, 150_000);
+
+it('a will published while NATS is away reaches a persistent subscriber that moved to its node meanwhile, once', async () => {
+  const wills: string[] = [];
+  const watcherOptions = {
+    clientId: 'moving-watcher',
+    protocolVersion: 5 as const,
+    clean: false,
+    properties: { sessionExpiryInterval: 600 },
+    reconnectPeriod: 0,
+    connectTimeout: 30_000,
+  };
+  const { client: onB } = await connectAsync(b.proc.port, watcherOptions);
+  clients.push(onB);
+  await subscribe(onB, 'movewill/#', { qos: 2 });
+  const { client: willer } = await connectAsync(a.proc.port, {
+    clientId: 'willer-nats-away',
+    protocolVersion: 5,
+    reconnectPeriod: 0,
+    will: { topic: 'movewill/w', payload: Buffer.from('gone'), qos: 2, retain: false },
+  });
+  clients.push(willer);
+  await sleep(1500);
+  const server = nats.servers[0]!;
+  await server.kill9();
+  // A publishes the will with its routes unconfirmed (NATS away): it waits, nothing is sent yet.
+  willer.stream.destroy();
+  await sleep(1500);
+  await server.restart();
+  // The subscriber leaves B and resumes its session on A (B hands it over) before A's routes are confirmed again.
+  onB.end(true);
+  // Refused (0x88/0x89) while A or B waits for NATS: tried again, as a device would.
+  let resumed: Awaited<ReturnType<typeof connectAsync>> | undefined;
+  for (const until = Date.now() + 30_000; resumed === undefined;) {
+    try {
+      resumed = await connectAsync(a.proc.port, watcherOptions);
+    } catch (err) {
+      if (Date.now() > until) throw err;
+      await sleep(250);
+    }
+  }
+  const { client: onA, connack } = resumed;
+  clients.push(onA);
+  expect(connack.sessionPresent).toBe(true);
+  onA.on('message', (_topic, payload) => wills.push(payload.toString()));
+  await waitUntil(() => wills.length > 0, 30_000, 200);
+  // A's routes confirmed again, nothing else arrives: the will came once.
+  await sleep(10_000);
+  expect(wills).toEqual(['gone']);
+  onA.end(true);
+}, 90_000);

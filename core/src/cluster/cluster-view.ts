@@ -68,6 +68,8 @@ export interface RunningCluster extends ClusterView {
   readonly sessions: SessionOwnership;
   /** Whether this node has seen `nodeId`'s route of this exact (tenant, filter) in the routes bucket. */
   hasRoute(nodeId: string, tenantId: string, filter: string): boolean;
+  /** A session (by key) came to this node from `from`, handed over or adopted: it gets the recent wills it lacks. */
+  sessionArrived(key: string, from: string, handedOver: boolean): void;
   /** Resolves true once this node's route writes under way are done (false: one failed and is retried, or NATS is not reached yet). */
   routesWritten(): Promise<boolean>;
   /** Puts this node's record now (a drain starts or ends) rather than at the next heartbeat. */
@@ -306,3 +308,9 @@ export interface DrainAnswer {
 
 /** What a node answers to a drain request: its drain now, or why it refused. */
 export type DrainReply = { readonly ok: true; readonly answer: DrainAnswer } | { readonly ok: false; readonly message: string };
+
+/**
+ * How a node answers a forwarded batch: every message delivered and stored; some could not be
+ * (others may have been); or none was, the batch refused whole (a node without its lease).
+ */
+export type BatchReply = 'delivered' | 'failed' | 'refused';

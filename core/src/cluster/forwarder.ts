@@ -3,7 +3,7 @@ import type { Logger } from '../base/logger';
 import { RepeatedWarning } from '../base/repeated-warning';
 import { sameGroup } from '../routing/shared-group';
 import { describeError } from '../base/errors';
-import type { ForwardMessage, ForwardWaiter, GroupRef, LocalGroup, ReceivedMessage } from './cluster-view';
+import type { BatchReply, ForwardMessage, ForwardWaiter, GroupRef, LocalGroup, ReceivedMessage } from './cluster-view';
 import { decodeFrame, encodeGroups, encodeMessage, frame, FrameError, NO_GROUPS_BYTES } from './forward-frame';
 import { nodeWeight, type PickSelf, type RouteTable } from './routes';
 
@@ -38,12 +38,6 @@ interface Batch {
 /** Hands received messages to the broker; `done` once it distributed them and what storage must keep is written. */
 export type DeliverReceived = (messages: readonly ReceivedMessage[], done: (reply: BatchReply) => void) => void;
 
-/**
- * How a node answers a forwarded batch: every message delivered and stored; some could not be
- * (others may have been); or none was, the batch refused whole (a node without its lease).
- */
-export type BatchReply = 'delivered' | 'failed' | 'refused';
-
 /** A forwarded batch the receiving node refused whole: none of its messages reached a session there. */
 export class BatchRefused extends Error {
   constructor(node: string) {
@@ -52,13 +46,11 @@ export class BatchRefused extends Error {
 }
 
 /**
- * Delivers a message here to the sessions this node took over from `node` without a hand-over
- * (adopted when it left, or claimed while it did not answer) that are not in `delivered`, adding
- * them to it: a will whose copy for that node failed reaches the sessions it had, now served here.
- * With `handedOverSince`, also those `node` handed over to this node since then (its copy was
- * refused whole, so none of them had it there).
+ * Delivers a message here to the sessions served here (by key) that `accept` takes and that are
+ * not in `delivered`, adding them to it: a will reaches sessions that came here from a node that
+ * did not take its copy.
  */
-export type DeliverAdopted = (node: string, message: ReceivedMessage, delivered: Set<string>, handedOverSince: number | undefined) => void;
+export type DeliverHere = (message: ReceivedMessage, delivered: Set<string>, accept: (key: string) => boolean) => void;
 
 /** How long a QoS 1/2 message nobody sends again (a will) is sent again to nodes that did not take it. */
 const RESEND_FOR_MS = 60_000;
@@ -88,6 +80,8 @@ class Resend {
   readonly failed = new Set<string>();
   /** Nodes of {@link failed} that refused their copy whole: none of their sessions got it there. */
   readonly refused = new Set<string>();
+  /** Nodes a copy was ever sent to: a node never sent one has none to hand over. */
+  readonly attempted = new Set<string>();
   /** Sessions here (by key) that got it as sessions adopted from a failed node. */
   readonly delivered = new Set<string>();
   readonly until: number;
@@ -99,16 +93,17 @@ class Resend {
     readonly msg: ForwardMessage,
     readonly encoded: Buffer,
     readonly publishedAt: number,
-    adoptedBefore: Iterable<string>,
+    here: Iterable<string>,
   ) {
     this.until = publishedAt + RESEND_FOR_MS;
-    // Sessions adopted before it was published got it with the local deliveries, if they matched.
-    for (const key of adoptedBefore) this.delivered.add(key);
+    // The sessions here when it was published got it with the local deliveries.
+    for (const key of here) this.delivered.add(key);
   }
 
   /** The waiter of the copy for `node` (and the shared groups it is to serve there). */
   to(node: string, groups: GroupRef[] | undefined): ForwardWaiter {
     this.sent.add(node);
+    this.attempted.add(node);
     return {
       hold: () => undefined,
       // Taken: sessions it hands over from now on have it.
@@ -131,6 +126,16 @@ class Resend {
     return (this.received ??= decodeFrame(frame(1, [this.encoded], this.encoded.length))[0]!);
   }
 
+  /**
+   * Whether a session that came here from `node` after the message was published lacks it: `node`
+   * never had a copy, or refused it whole; or (`handedOver` false) the session was adopted from a
+   * node whose copy failed. A copy that failed without a refusal (no answer) may have been
+   * delivered there, so a session that node handed over is left alone (no second copy).
+   */
+  lacks(node: string, handedOver: boolean): boolean {
+    return !this.attempted.has(node) || this.refused.has(node) || (!handedOver && this.failed.has(node));
+  }
+
   /** Routed again in a second (`node`: the one that refused, for the log). */
   later(node: string | undefined, groups: GroupRef[] | undefined): void {
     setTimeout(() => this.forwarder.resend(this, node, groups), RESEND_EVERY_MS).unref();
@@ -148,9 +153,14 @@ export interface ForwarderOptions {
   /** Whether the route table is confirmed current (RouteConfirmation): QoS 1/2 is refused while not. */
   routesCurrent(): boolean;
   readonly deliver: DeliverReceived;
-  readonly deliverAdopted: DeliverAdopted;
-  /** The sessions (by key) served here now that were adopted from a node that left. */
-  adoptedSessions(): Iterable<string>;
+  readonly deliverHere: DeliverHere;
+  /** The sessions (by key) served here whose non-shared subscriptions match `topic`: a message published here reached them. */
+  localSubscribers(tenantId: string, topic: string): Iterable<string>;
+  /**
+   * The node a session served here was adopted from (taken over without a hand-over), or with
+   * `handedOverSince`, else the node that handed it over to this node since then.
+   */
+  cameFrom(key: string, handedOverSince: number | undefined): string | undefined;
   readonly logger: Logger;
   readonly clock: () => number;
 }
@@ -167,6 +177,8 @@ export class Forwarder {
   /** Messages sent with a copy id so far, and this forwarder's start: with the node id, unique copy ids. */
   private copies = 0;
   private readonly startedAt = Date.now();
+  /** Messages nobody sends again (wills) within their resend window: a session arriving here may need one. */
+  private readonly resends = new Set<Resend>();
   /** Copy ids of messages delivered here (or being delivered), and when: a second copy is dropped. */
   private readonly copiesSeen = new Map<string, number>();
   /** QoS 1/2 publishes refused because the route table was not confirmed current. */
@@ -274,7 +286,29 @@ export class Forwarder {
   private resendOf(tenantId: string, msg: ForwardMessage): Resend {
     const now = this.opts.clock();
     const encoded = encodeMessage(tenantId, msg, now, `${this.opts.nodeId}:${this.startedAt}:${++this.copies}`);
-    return new Resend(this, tenantId, msg, encoded, now, this.opts.adoptedSessions());
+    this.sweepResends(now);
+    const r = new Resend(this, tenantId, msg, encoded, now, this.opts.localSubscribers(tenantId, msg.topic));
+    this.resends.add(r);
+    return r;
+  }
+
+  private sweepResends(now: number): void {
+    for (const r of this.resends) if (now > r.until) this.resends.delete(r);
+  }
+
+  /**
+   * A session came to this node from `from` (handed over, or adopted without a hand-over): the
+   * wills of the last minute that it lacks ({@link Resend.lacks}) are delivered to it here, once.
+   * Without this, a will published while this node's routes were unconfirmed, or while `from`
+   * refused it, missed a subscriber that moved here meanwhile.
+   */
+  sessionArrived(key: string, from: string, handedOver: boolean): void {
+    if (this.resends.size === 0) return;
+    this.sweepResends(this.opts.clock());
+    for (const r of this.resends) {
+      if (r.delivered.has(key) || !r.lacks(from, handedOver)) continue;
+      this.opts.deliverHere(r.message, r.delivered, (k) => k === key);
+    }
   }
 
   /** {@link Resend}: the message routed again where its routes lead now, to nodes without a copy; `groups` picked again. */
@@ -298,7 +332,8 @@ export class Forwarder {
     // The sessions of a node whose copy failed that this node took over since get it here; while
     // such a node is gone but still has routes (sessions without a new owner yet), it is looked at again.
     for (const f of r.failed) {
-      this.opts.deliverAdopted(f, r.message, r.delivered, r.refused.has(f) ? r.publishedAt : undefined);
+      const since = r.refused.has(f) ? r.publishedAt : undefined;
+      this.opts.deliverHere(r.message, r.delivered, (k) => this.opts.cameFrom(k, since) === f);
       if (this.opts.alive(f)) continue;
       if (routes.hasNode(f)) departed = true;
       else r.failed.delete(f);

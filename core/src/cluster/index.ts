@@ -8,7 +8,7 @@ import type { Logger } from '../base/logger';
 import { describeError } from '../base/errors';
 import type { LocalRoutes } from '../routing/cluster-router';
 import type { DrainReply, DrainRequest, FilterIndex, NodeLoad, RunningCluster } from './cluster-view';
-import { Forwarder, type DeliverAdopted, type DeliverReceived } from './forwarder';
+import { Forwarder, type DeliverHere, type DeliverReceived } from './forwarder';
 import { knownServers, Membership } from './membership';
 import { NatsLink } from './nats-connection';
 import { nodeToken, ROUTES_BUCKET, RouteTable, RouteWriter } from './routes';
@@ -37,10 +37,12 @@ export interface StartClusterOptions {
   newIndex(): FilterIndex<string>;
   /** Delivers what other nodes forward here, locally only (never forwarded again, never retained). */
   readonly deliver: DeliverReceived;
-  /** Delivers a message here to the sessions adopted from a node that left (a will its copy of which failed). */
-  readonly deliverAdopted: DeliverAdopted;
-  /** The sessions (by key) served here that were adopted from a node that left. */
-  adoptedSessions(): Iterable<string>;
+  /** Delivers a message here to some sessions only (a will to those that came from a node without its copy). */
+  readonly deliverHere: DeliverHere;
+  /** The sessions (by key) served here whose non-shared subscriptions match `topic`. */
+  localSubscribers(tenantId: string, topic: string): Iterable<string>;
+  /** The node a session served here was adopted from, or (with `handedOverSince`) handed over by since then. */
+  cameFrom(key: string, handedOverSince: number | undefined): string | undefined;
   /** The broker's clock (ms since the epoch). */
   readonly clock: () => number;
   /** This node's tenant usage: written for the other nodes, and its quota checks see theirs added (docs/cluster.md § Quotas across nodes). */
@@ -124,8 +126,9 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
     alive: (node) => membership.isAlive(node),
     routesCurrent: () => confirmation.current,
     deliver: opts.deliver,
-    deliverAdopted: opts.deliverAdopted,
-    adoptedSessions: () => opts.adoptedSessions(),
+    deliverHere: opts.deliverHere,
+    localSubscribers: (tenantId, topic) => opts.localSubscribers(tenantId, topic),
+    cameFrom: (key, since) => opts.cameFrom(key, since),
     logger,
     clock: opts.clock,
   });
@@ -263,6 +266,7 @@ export function startCluster(opts: StartClusterOptions): RunningCluster {
     forward: (tenantId, msg, waiter, groups, here) => forwarder.forward(tenantId, msg, waiter, groups, here),
     sessions: owners,
     hasRoute: (node, tenantId, filter) => table.hasRoute(node, tenantId, filter),
+    sessionArrived: (key, from, handedOver) => forwarder.sessionArrived(key, from, handedOver),
     routesWritten: () => writer.written(),
     announce: () => membership.announce(),
     async relayDrain(node, request) {

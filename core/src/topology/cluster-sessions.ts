@@ -116,6 +116,8 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
     private readonly clock: () => number,
     /** Whether this node has seen a node's route of a (tenant, filter). */
     private readonly routes: (nodeId: string, tenantId: string, filter: string) => boolean,
+    /** A session came here from another node (handed over, or adopted without a hand-over). */
+    private readonly arrived: (key: string, from: string, handedOver: boolean) => void,
   ) {
     owners.serve(this);
     registry.observer = this;
@@ -180,6 +182,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
           if (previous.node !== this.nodeId) {
             if (outcome.handedOver) this.arrivedHandedOver(key, previous.node);
             else this.adopted.set(key, previous.node);
+            this.arrived(key, previous.node, outcome.handedOver);
           }
         }
         return true;
@@ -258,11 +261,6 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
     if (adopted !== undefined || handedOverSince === undefined) return adopted;
     const h = this.handedOver.get(key);
     return h !== undefined && h.at >= handedOverSince ? h.node : undefined;
-  }
-
-  /** The sessions served here that were taken over without a hand-over. */
-  adoptedSessions(): Iterable<string> {
-    return this.adopted.keys();
   }
 
   ended(session: Session): void {
@@ -354,7 +352,10 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
       const record = await this.storage.sessions.get(tenantId, clientId);
       if (record !== undefined) {
         this.resume(record, entry, true, willGone);
-        if (entry.node !== this.nodeId) this.adopted.set(key, entry.node);
+        if (entry.node !== this.nodeId) {
+          this.adopted.set(key, entry.node);
+          this.arrived(key, entry.node, false);
+        }
         return;
       }
     }

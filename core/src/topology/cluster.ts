@@ -7,8 +7,7 @@ import { describeError } from '../base/errors';
 import type { Engine } from '../broker/engine';
 import type { NodeDrain } from '../broker/node-drain';
 import type { Topology, TopologyStart } from '../broker/topology';
-import type { ClusterView, ReceivedMessage, RunningCluster } from '../cluster/cluster-view';
-import type { BatchReply } from '../cluster/forwarder';
+import type { BatchReply, ClusterView, ReceivedMessage, RunningCluster } from '../cluster/cluster-view';
 import type { PublishProperties } from '../codec/publish-codec';
 import { CORE_VERSION } from '../plugin-host/core-version';
 import { MqttConnection } from '../protocol/connection';
@@ -139,8 +138,9 @@ export class ClusterTopology implements Topology {
       localRoutes: this.opts.router,
       newIndex: () => new TopicTrie<string>(),
       deliver: (messages, done) => this.deliverFromNode(messages, done),
-      deliverAdopted: (node, message, delivered, since) => this.deliverAdopted(node, message, delivered, since),
-      adoptedSessions: () => this.sessions?.adoptedSessions() ?? [],
+      deliverHere: (message, delivered, accept) => this.deliverHere(message, delivered, accept),
+      localSubscribers: (tenantId, topic) => engine.router.match(tenantId, topic).direct.map((m) => m.subscriber.key),
+      cameFrom: (key, since) => this.sessions?.cameFrom(key, since),
       clock,
       draining: () => drain.draining,
       drainRequest: (request) => drain.handle(request),
@@ -167,6 +167,7 @@ export class ClusterTopology implements Topology {
       logger,
       clock,
       (node, tenantId, filter) => running.hasRoute(node, tenantId, filter),
+      (key, from, handedOver) => running.sessionArrived(key, from, handedOver),
     );
     return running;
   }
@@ -178,12 +179,11 @@ export class ClusterTopology implements Topology {
     await running?.stop();
   }
 
-  /** A message (a will this node published) for the sessions this node took over from `node` (see DeliverAdopted), each once. */
-  private deliverAdopted(node: string, r: ReceivedMessage, delivered: Set<string>, handedOverSince: number | undefined): void {
-    const sessions = this.sessions;
-    if (sessions === undefined || !this.serving()) return;
+  /** A message (a will this node published) for the sessions here that `accept` takes (see DeliverHere), each once. */
+  private deliverHere(r: ReceivedMessage, delivered: Set<string>, accept: (key: string) => boolean): void {
+    if (this.sessions === undefined || !this.serving()) return;
     this.engine!.publishOnly(r.tenantId, receivedMessage(r, this.engine!.now()), (s) => {
-      if (delivered.has(s.key) || sessions.cameFrom(s.key, handedOverSince) !== node) return false;
+      if (delivered.has(s.key) || !accept(s.key)) return false;
       delivered.add(s.key);
       return true;
     });
