@@ -82,6 +82,8 @@ class Resend {
   readonly refused = new Set<string>();
   /** Nodes a copy was ever sent to: a node never sent one has none to hand over. */
   readonly attempted = new Set<string>();
+  /** Nodes that took a copy: a session that was there has it, wherever it went since. */
+  readonly took = new Set<string>();
   /** Sessions here (by key) that got it as sessions adopted from a failed node. */
   readonly delivered = new Set<string>();
   readonly until: number;
@@ -108,6 +110,7 @@ class Resend {
       hold: () => undefined,
       // Taken: sessions it hands over from now on have it.
       release: () => {
+        this.took.add(node);
         this.failed.delete(node);
         this.refused.delete(node);
       },
@@ -127,12 +130,14 @@ class Resend {
   }
 
   /**
-   * Whether a session that came here from `node` after the message was published lacks it: `node`
-   * never had a copy, or refused it whole; or (`handedOver` false) the session was adopted from a
+   * Whether a session that came here from `node` after the message was published lacks it: no
+   * node took a copy (else the session may have been there and carried it along), and `node`
+   * never had one, or refused it whole; or (`handedOver` false) the session was adopted from a
    * node whose copy failed. A copy that failed without a refusal (no answer) may have been
    * delivered there, so a session that node handed over is left alone (no second copy).
    */
   lacks(node: string, handedOver: boolean): boolean {
+    if (this.took.size > 0) return false;
     return !this.attempted.has(node) || this.refused.has(node) || (!handedOver && this.failed.has(node));
   }
 
