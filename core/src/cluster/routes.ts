@@ -16,6 +16,8 @@ export const MAX_KEY_CHARS = 240;
 const RETRY_MS = 1000;
 /** How often a node compares its keys in the bucket with the routes it serves, and mends the difference. */
 export const RECONCILE_MS = 30_000;
+/** How long a listing of this node's routes may take before it is given up (its consumer may have stopped delivering). */
+const LIST_WAIT_MS = 5000;
 /** Deletes of this node's keys seen within this long are mended together. */
 const GATHER_MS = 100;
 
@@ -163,7 +165,19 @@ export class RouteWriter {
     if (kv === undefined || this.stopped || !this.known()) return false;
     const present = new Set<string>();
     try {
-      for await (const key of await kv.keys(`${this.prefix}>`)) if (!isProbeKey(key)) present.add(key);
+      const keys = await kv.keys(`${this.prefix}>`);
+      // A listing whose consumer stops delivering (NATS just restarted) would wait for ever: given up, tried again.
+      let late = false;
+      const bound = setTimeout(() => {
+        late = true;
+        keys.stop();
+      }, LIST_WAIT_MS);
+      try {
+        for await (const key of keys) if (!isProbeKey(key)) present.add(key);
+      } finally {
+        clearTimeout(bound);
+      }
+      if (late) throw new Error(`the listing did not end within ${LIST_WAIT_MS} ms`);
     } catch (err) {
       this.warnings.report(
         '',
