@@ -88,8 +88,13 @@ export async function publishNumberedUntil(
             onProgress(acked.size);
           } else {
             failures++;
-            // Sent again later: the broker did not take responsibility for it.
-            setTimeout(() => todo.push(n), 200);
+            // Sent again later: the broker did not take responsibility for it. The pump is woken
+            // too: with nothing else queued or in flight it stopped polling, and the number would
+            // wait for ever (every message of a window refused at once hung 46's NATS kill case).
+            setTimeout(() => {
+              todo.push(n);
+              pump();
+            }, 200);
           }
           pump();
         });
