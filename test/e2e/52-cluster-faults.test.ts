@@ -66,6 +66,18 @@ async function freshSubscriberServed(on: ClusterNode, from: ClusterNode, tag: st
   }
 }
 
+/** A client on `on` whose will is 'gone' to `topic` at QoS 2 (published when its connection drops). */
+async function willClient(on: ClusterNode, clientId: string, topic: string): Promise<MqttClient> {
+  const { client } = await connectAsync(on.proc.port, {
+    clientId,
+    protocolVersion: 5,
+    reconnectPeriod: 0,
+    will: { topic, payload: Buffer.from('gone'), qos: 2, retain: false },
+  });
+  clients.push(client);
+  return client;
+}
+
 interface Outcome {
   readonly acked: number;
   readonly missing: number[];
@@ -107,13 +119,7 @@ it('node B paused 20 s: its lease runs out before A adopts, nothing acknowledged
   await subscribe(sub.client, 'will/#', { qos: 2 });
   const wills: string[] = [];
   sub.client.on('message', (topic, payload) => (topic.startsWith('will/') ? wills.push(payload.toString()) : undefined));
-  const { client: willer } = await connectAsync(a.proc.port, {
-    clientId: 'willer-on-a',
-    protocolVersion: 5,
-    reconnectPeriod: 0,
-    will: { topic: 'will/paused', payload: Buffer.from('gone'), qos: 2, retain: false },
-  });
-  clients.push(willer);
+  const willer = await willClient(a, 'willer-on-a', 'will/paused');
   // A client that stays attached to B through the pause (keep alive 60 s): B cuts it off when it resumes.
   const { client: held } = await connectAsync(b.proc.port, {
     clientId: 'held-through-pause',
@@ -196,13 +202,7 @@ it('a will published while NATS is away reaches a persistent subscriber that mov
   const { client: onB } = await connectAsync(b.proc.port, watcherOptions);
   clients.push(onB);
   await subscribe(onB, 'movewill/#', { qos: 2 });
-  const { client: willer } = await connectAsync(a.proc.port, {
-    clientId: 'willer-nats-away',
-    protocolVersion: 5,
-    reconnectPeriod: 0,
-    will: { topic: 'movewill/w', payload: Buffer.from('gone'), qos: 2, retain: false },
-  });
-  clients.push(willer);
+  const willer = await willClient(a, 'willer-nats-away', 'movewill/w');
   await sleep(1500);
   const server = nats.servers[0]!;
   await server.kill9();

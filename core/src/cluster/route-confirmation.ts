@@ -6,8 +6,6 @@ import { probeKey, ROUTES_BUCKET, type RouteWriter } from './routes';
 
 /** How long one confirmation waits for its probe to come back before it starts again. */
 const PROBE_WAIT_MS = 3000;
-/** How long an attempt waits for this node's routes to be re-asserted (a write or a listing NATS never answers) before it starts again. */
-const RECONCILE_WAIT_MS = 10_000;
 /** A pause between failed confirmation attempts. */
 const RETRY_MS = 500;
 /** An unconfirmed spell shorter than this is logged at debug only (every reconnect has one). */
@@ -125,13 +123,7 @@ export class RouteConfirmation {
   private async attempt(generation: number): Promise<boolean> {
     const kv = this.kv;
     if (kv === undefined) return false;
-    let waited: NodeJS.Timeout | undefined;
-    const reconciled = await Promise.race([
-      this.writer.reconcile(),
-      new Promise<false>((resolve) => (waited = setTimeout(() => resolve(false), RECONCILE_WAIT_MS))),
-    ]);
-    clearTimeout(waited);
-    if (!reconciled || generation !== this.generation) return false;
+    if (!(await this.writer.reconcile()) || generation !== this.generation) return false;
     // JSON like the routes, so a tool reading the bucket parses every value.
     const value = JSON.stringify({ node: this.nodeId, probe: randomBytes(9).toString('base64url') });
     let seen: () => void = () => undefined;

@@ -22,7 +22,15 @@ import { offlineClient, type SessionObserver, type SessionRegistry } from '../se
 const HANDOVER_GRACE_MS = 5000;
 /** How long a hand-over to this node is remembered (longer than a will is sent again: 60 s), and the count that triggers a first sweep. */
 const HANDED_OVER_KEPT_MS = 120_000;
-const HANDED_OVER_SWEEP_AT = 1000;
+const ARRIVALS_SWEEP_AT = 1000;
+
+/** How a session served here came from another node. */
+interface Arrival {
+  readonly node: string;
+  readonly at: number;
+  /** Handed over by `node`; else taken over without a hand-over (adopted, or claimed from a node that did not answer). */
+  readonly handedOver: boolean;
+}
 
 /**
  * How long at most a session fenced here (this node's lease ran out) keeps its routes while no
@@ -94,15 +102,13 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
   private readonly leaving = new WeakSet<Session>();
   /** Sessions (by key) whose will this node published while its entry may still hold it ({@link willPublished}). */
   private readonly published = new Set<string>();
-  /** Sessions (by key) this node took over without a hand-over (adopted, or claimed from a node that did not answer), and from which node. */
-  private readonly adopted = new Map<string, string>();
   /**
-   * Sessions (by key) another node handed over to this one lately, from which node and when: a
-   * will that node refused meanwhile is delivered to them here (Forwarder's resend). Kept
-   * {@link HANDED_OVER_KEPT_MS}, longer than a will is sent again.
+   * Sessions (by key) served here that came from another node: a will that node did not take is
+   * delivered to them here (Forwarder's resend). Taken over without a hand-over: while served
+   * here; handed over: {@link HANDED_OVER_KEPT_MS}, longer than a will is sent again.
    */
-  private readonly handedOver = new Map<string, { readonly node: string; readonly at: number }>();
-  private handedOverSweepAt = HANDED_OVER_SWEEP_AT;
+  private readonly arrivals = new Map<string, Arrival>();
+  private arrivalsSweepAt = ARRIVALS_SWEEP_AT;
   private lastUnregisteredLog = 0;
 
   constructor(
@@ -179,11 +185,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
           // Its expiry is judged when the CONNECT arrived: the claim may have waited seconds for a silent owner.
           this.resume(record, previous, false, false, arrived);
           // Taken from a node that did not answer: what it was sent meanwhile may not have reached it.
-          if (previous.node !== this.nodeId) {
-            if (outcome.handedOver) this.arrivedHandedOver(key, previous.node);
-            else this.adopted.set(key, previous.node);
-            this.arrived(key, previous.node, outcome.handedOver);
-          }
+          if (previous.node !== this.nodeId) this.cameHere(key, previous.node, outcome.handedOver);
         }
         return true;
       }
@@ -242,14 +244,16 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
       this.forgetPublished(session.key, this.owners.update(session.tenantId, session.clientId, this.state(session)));
   }
 
-  private arrivedHandedOver(key: string, node: string): void {
+  /** A session came here from `node`: remembered, and the cluster told (recent wills it lacks). */
+  private cameHere(key: string, node: string, handedOver: boolean): void {
     const now = this.clock();
-    if (this.handedOver.size >= this.handedOverSweepAt) {
-      for (const [k, h] of this.handedOver) if (now - h.at > HANDED_OVER_KEPT_MS) this.handedOver.delete(k);
+    if (this.arrivals.size >= this.arrivalsSweepAt) {
+      for (const [k, a] of this.arrivals) if (a.handedOver && now - a.at > HANDED_OVER_KEPT_MS) this.arrivals.delete(k);
       // Many recent ones: the next sweep waits until they doubled (a sweep per insert would be quadratic).
-      this.handedOverSweepAt = Math.max(HANDED_OVER_SWEEP_AT, 2 * this.handedOver.size);
+      this.arrivalsSweepAt = Math.max(ARRIVALS_SWEEP_AT, 2 * this.arrivals.size);
     }
-    this.handedOver.set(key, { node, at: now });
+    this.arrivals.set(key, { node, at: now, handedOver });
+    this.arrived(key, node, handedOver);
   }
 
   /**
@@ -257,15 +261,13 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
    * `handedOverSince`, else the node that handed it over since then.
    */
   cameFrom(key: string, handedOverSince: number | undefined): string | undefined {
-    const adopted = this.adopted.get(key);
-    if (adopted !== undefined || handedOverSince === undefined) return adopted;
-    const h = this.handedOver.get(key);
-    return h !== undefined && h.at >= handedOverSince ? h.node : undefined;
+    const a = this.arrivals.get(key);
+    if (a === undefined || (a.handedOver && (handedOverSince === undefined || a.at < handedOverSince))) return undefined;
+    return a.node;
   }
 
   ended(session: Session): void {
-    this.adopted.delete(session.key);
-    this.handedOver.delete(session.key);
+    this.arrivals.delete(session.key);
     if (!this.leaving.has(session)) this.forgetPublished(session.key, this.owners.release(session.tenantId, session.clientId));
   }
 
@@ -310,8 +312,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
     const session = this.registry.get(sessionListKey(tenantId, clientId));
     if (session === undefined) return;
     this.leaving.add(session);
-    this.adopted.delete(session.key);
-    this.handedOver.delete(session.key);
+    this.arrivals.delete(session.key);
     this.registry.cutOff(session, 'this node lost its lease in the cluster');
     // Its routes stay (QoS 1/2 to it refused, the publishers send again) until it is served again:
     // here once the lease is back, or by the node it is handed to (handOver, lost).
@@ -327,8 +328,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
   private letGo(tenantId: string, clientId: string, reason: string): Session | undefined {
     const session = this.registry.get(sessionListKey(tenantId, clientId));
     if (session === undefined) return undefined;
-    this.adopted.delete(session.key);
-    this.handedOver.delete(session.key);
+    this.arrivals.delete(session.key);
     this.leaving.add(session);
     if (session.connected) {
       this.registry.disconnectTaken(session, reason);
@@ -352,10 +352,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
       const record = await this.storage.sessions.get(tenantId, clientId);
       if (record !== undefined) {
         this.resume(record, entry, true, willGone);
-        if (entry.node !== this.nodeId) {
-          this.adopted.set(key, entry.node);
-          this.arrived(key, entry.node, false);
-        }
+        if (entry.node !== this.nodeId) this.cameHere(key, entry.node, false);
         return;
       }
     }
