@@ -224,6 +224,9 @@ export class SessionOwners implements SessionOwnership {
       const epoch = (previous?.epoch ?? 0) + 1;
       const value = JSON.stringify({ node: this.opts.nodeId, epoch, ...state } satisfies OwnerEntry);
       const indexed = index.put(`${this.selfToken}.${key}`, JSON.stringify({ tenant: tenantId, client: clientId } satisfies IndexValue));
+      // Awaited below, after the entry write: a failure meanwhile (a NATS timeout) must not be an
+      // unhandled rejection, which ends the process (a node exited so in a checker run).
+      indexed.catch(() => undefined);
       let revision: number;
       try {
         revision =
