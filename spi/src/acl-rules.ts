@@ -20,7 +20,11 @@ export interface AclRule {
    * granted, see docs/spi/acl.md "Rule helpers") or `all` (publish, retain and subscribe).
    */
   readonly action: 'publish' | 'subscribe' | 'retain' | 'all';
-  /** An MQTT topic filter pattern; `%t` `%u` `%c` are replaced by the client's tenant id, user id and client id. */
+  /**
+   * An MQTT topic filter pattern; `%t` `%u` `%c` are replaced by the client's tenant id, user id
+   * and client id. A value that is empty or holds `/`, `+`, `#` or U+0000 makes the rule match
+   * nothing for that client (the next rule decides).
+   */
   readonly topic: string;
 }
 
@@ -318,49 +322,58 @@ function overlapsFilter(kinds: readonly LevelKind[], texts: readonly string[], f
 }
 
 // ---------------------------------------------------------------------------------------------
-// Substitution: values are literal text
-
-interface Substituted {
-  readonly kinds: LevelKind[];
-  readonly texts: string[];
-}
+// Substitution: a value is one literal level, or the rule matches nothing
 
 function varValue(client: ClientInfo, v: Var): string {
   return v === VAR_TENANT ? client.tenantId : v === VAR_USER ? client.userId : client.clientId;
 }
 
 /**
- * The rule's levels for this client, or undefined when the substituted pattern can match nothing:
- * a value is literal text, so a value with `+` or `#` leaves a level no topic has, and a value
- * with `/` spans several literal levels; a value that makes the first level start with `$` (when
- * the pattern's own text does not) matches nothing either, so it never reaches `$`-topics.
+ * Whether a tenant, user or client id cannot stand for itself in one topic level: empty (no
+ * identity, so no subtree of its own: `users/%u/#` would be `users//#`, shared by every client
+ * without one), or with `/` (it would span levels and reach another identity's subtree: client id
+ * `sensor1/cmd` under `devices/%c/#`), `+` or `#` (a wildcard, or a level no topic name has) or
+ * U+0000 (no topic has it, [MQTT-4.7.3-2]).
  */
-function substitute(rule: Rule, client: ClientInfo): Substituted | undefined {
+function unsafeValue(value: string): boolean {
+  if (value.length === 0) return true;
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c === 47 /* / */ || c === 43 /* + */ || c === 35 /* # */ || c === 0) return true;
+  }
+  return false;
+}
+
+/**
+ * The rule's level texts for this client (its level kinds stay the same), or undefined when the
+ * rule must match nothing for it: a substituted value that is {@link unsafeValue}, or one that
+ * makes the first level start with `$` when the pattern's own text does not (so a user id `$SYS`
+ * never reaches `$`-topics through `%u/#`). Skipping the rule, rather than matching its text
+ * literally, means a later rule (or the chain's default) decides, for topics and filters alike.
+ */
+function substitute(rule: Rule, client: ClientInfo): string[] | undefined {
   const templates = rule.templates as ReadonlyArray<Template | undefined>;
-  const kinds: LevelKind[] = [];
   const texts: string[] = [];
   for (let i = 0; i < rule.kinds.length; i++) {
     const t = templates[i];
     if (t === undefined) {
-      kinds.push(rule.kinds[i] as LevelKind);
       texts.push(rule.texts[i] as string);
       continue;
     }
     let s = '';
-    for (const part of t) s += typeof part === 'string' ? part : varValue(client, part);
-    if (s.includes('+') || s.includes('#')) return undefined;
-    if (i === 0 && !rule.dollarFirst && s.startsWith('$')) return undefined;
-    if (s.includes('/')) {
-      for (const piece of s.split('/')) {
-        kinds.push(LIT);
-        texts.push(piece);
+    for (const part of t) {
+      if (typeof part === 'string') {
+        s += part;
+        continue;
       }
-    } else {
-      kinds.push(LIT);
-      texts.push(s);
+      const value = varValue(client, part);
+      if (unsafeValue(value)) return undefined;
+      s += value;
     }
+    if (i === 0 && !rule.dollarFirst && s.startsWith('$')) return undefined;
+    texts.push(s);
   }
-  return { kinds, texts };
+  return texts;
 }
 
 const NONE: readonly number[] = [];
@@ -369,13 +382,12 @@ const MODE_SUBSCRIBE = 1;
 type Mode = typeof MODE_PUBLISH | typeof MODE_SUBSCRIBE;
 
 function ruleMatches(rule: Rule, client: ClientInfo, mode: Mode, subject: string, start: number): boolean {
-  let kinds = rule.kinds;
+  const kinds = rule.kinds;
   let texts = rule.texts;
   if (rule.templates !== undefined) {
-    const s = substitute(rule, client);
-    if (s === undefined) return false;
-    kinds = s.kinds;
-    texts = s.texts;
+    const substituted = substitute(rule, client);
+    if (substituted === undefined) return false;
+    texts = substituted;
   }
   if (mode === MODE_PUBLISH) return matchesTopic(kinds, texts, subject);
   return rule.allow ? coversFilter(kinds, texts, subject, start) : overlapsFilter(kinds, texts, subject, start);

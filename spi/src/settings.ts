@@ -50,7 +50,16 @@ export const SETTINGS = {
     'Report outbound push events (qos0Pushed, qos1Confirmed...) for this tenant; costly, for troubleshooting.',
   ),
   ForceTransient: bool(false, 'connect', 'Treat every session as clean (clean start, session expiry 0), whatever the client asks.'),
-  ByPassPermCheckError: bool(true, 'live', 'When an access control plugin answers `error`, grant (true) or deny (false) the action.'),
+  ResumeSessionsOfOtherUsers: bool(
+    false,
+    'connect',
+    'A CONNECT (Clean Start 0) of one user with the client id of a stored session of another user: false starts a fresh session (the stored one ends, Session Present 0); true resumes it only when access control allows the new user every stored subscription, and starts fresh otherwise.',
+  ),
+  ByPassPermCheckError: bool(
+    false,
+    'live',
+    'When an access control plugin cannot decide (answers `error`, throws, rejects, times out or answers no decision), grant (true) or deny (false, fail closed) the action; the rest of the chain is not asked.',
+  ),
   PayloadFormatValidationEnabled: bool(
     true,
     'live',

@@ -244,12 +244,50 @@ describe('acl rules: substitution', () => {
     expect(withDeny.check(plus, pub('private/bob'))).toBe('granted');
   });
 
-  it('a substituted / spans literal levels', () => {
-    const rules = compileAclRules([allow('publish', 'users/%u/#')]);
-    const slash = client({ userId: 'a/b' });
-    expect(rules.check(slash, pub('users/a/b/x'))).toBe('granted');
-    expect(rules.check(slash, pub('users/a/x'))).toBe('defer');
-    expect(rules.check(slash, pub('users/a'))).toBe('defer');
+  it('a value with / matches nothing: a client id or user id cannot reach into another subtree', () => {
+    // The acl-file README's own pattern: each device its own subtree, the rest of devices/ denied.
+    const rules = compileAclRules([allow('all', 'clients/%c/#'), deny('all', 'clients/#')]);
+    const telemetry = client({ clientId: 'sensor1/telemetry' });
+    expect(rules.check(telemetry, pub('clients/sensor1/telemetry/temp'))).toBe('denied');
+    expect(rules.check(telemetry, sub('clients/sensor1/telemetry/temp'))).toBe('denied');
+    expect(rules.check(telemetry, sub('clients/sensor1/telemetry/#'))).toBe('denied');
+    const cmd = client({ clientId: 'sensor1/cmd' });
+    expect(rules.check(cmd, pub('clients/sensor1/cmd'))).toBe('denied');
+    expect(rules.check(cmd, pub('clients/sensor1/cmd/reboot'))).toBe('denied');
+    expect(rules.check(client({ clientId: 'sensor1' }), pub('clients/sensor1/cmd/reboot'))).toBe('granted');
+    // %u and %t alike, in a whole level or inside one, anywhere in the pattern
+    const more = compileAclRules([allow('publish', 'users/%u/#'), allow('publish', '%t/x'), allow('publish', 'a/pre-%u')]);
+    expect(more.check(client({ userId: 'a/b' }), pub('users/a/b/x'))).toBe('defer');
+    expect(more.check(client({ userId: 'a/b' }), pub('a/pre-a/b'))).toBe('defer');
+    expect(more.check(client({ tenantId: 'acme/x' }), pub('acme/x/x'))).toBe('defer');
+    expect(more.check(client({ userId: '/' }), pub('users///x'))).toBe('defer');
+  });
+
+  it('a value with / skips deny rules too, so the next rule decides', () => {
+    const rules = compileAclRules([deny('subscribe', 'private/%u/#'), allow('subscribe', 'private/+/public')]);
+    expect(rules.check(client({ userId: 'a/b' }), sub('private/a/public'))).toBe('granted');
+    expect(rules.check(client({ userId: 'a/b' }), sub('private/a/b/x'))).toBe('defer');
+  });
+
+  it('an empty value or one with U+0000 matches nothing', () => {
+    const rules = compileAclRules([allow('all', 'users/%u/#'), allow('publish', 'dev-%c'), allow('all', '%u/#')]);
+    const empty = client({ userId: '', clientId: '' });
+    expect(rules.check(empty, pub('users//x'))).toBe('defer');
+    expect(rules.check(empty, sub('users//#'))).toBe('defer');
+    expect(rules.check(empty, pub('dev-'))).toBe('defer');
+    expect(rules.check(empty, pub('/x'))).toBe('defer');
+    expect(rules.check(empty, sub('/#'))).toBe('defer');
+    const nul = client({ userId: 'a\u0000b' });
+    expect(rules.check(nul, pub('users/a\u0000b/x'))).toBe('defer');
+    expect(rules.check(client(), pub('users/alice/x'))).toBe('granted');
+  });
+
+  it('the rules attached to a session follow the same substitution', () => {
+    const attrs = { [ACL_RULES_ATTR]: aclRulesAttr([allow('all', 'devices/%c/#'), deny('all', 'devices/#')]) };
+    const c = client({ clientId: 'pump/cmd', attrs });
+    expect(attachedAclRules(c)?.check(c, pub('devices/pump/cmd/start'))).toBe('denied');
+    const own = client({ clientId: 'pump', attrs });
+    expect(attachedAclRules(own)?.check(own, pub('devices/pump/cmd/start'))).toBe('granted');
   });
 
   it('a substituted value cannot make the first level a $-topic', () => {

@@ -110,6 +110,7 @@ describe('19 events: every type a collector asks for', () => {
         '    options:',
         '      values:',
         '        dbg: { DebugModeEnabled: true }',
+        '        ev: { ByPassPermCheckError: true }',
         '        strict: { ByPassPermCheckError: false }',
         '        fan: { MaxGroupFanout: 1 }',
         '        stall: { SessionInboxSize: 2, MinSendPerSec: 8 }',

@@ -19,7 +19,9 @@ import { FIXTURE_PLUGINS, REPO, startTestBroker, type TestBroker } from '../supp
  * @bifro/plugin-acl-file in a real broker, with MQTT.js and raw clients: the fixture auth plugin
  * `valid-auth` (password "secret" → tenant acme, user = username) in front, acl-file first in the
  * ACL chain and the fixture `valid-acl` after it (grants everything but `forbidden/`, which it
- * denies). The plugin is loaded from its build (`npx tsc -b` first).
+ * denies). The plugin is loaded from its build (`npx tsc -b` first). A second broker puts the
+ * fixture `acl-errors` (failing for some topics) in front of acl-file, to check that a plugin that
+ * cannot decide denies by default instead of skipping the file's rules.
  */
 
 jest.setTimeout(60000);
@@ -66,7 +68,7 @@ beforeAll(async () => {
   mkdirSync(path.join(pluginsDir, 'acl-file'), { recursive: true });
   cpSync(path.join(REPO, 'plugins', 'acl-file', 'package.json'), path.join(pluginsDir, 'acl-file', 'package.json'));
   cpSync(path.join(REPO, 'plugins', 'acl-file', 'dist'), path.join(pluginsDir, 'acl-file', 'dist'), { recursive: true });
-  for (const fixture of ['valid-auth', 'valid-acl'])
+  for (const fixture of ['valid-auth', 'valid-acl', 'acl-errors'])
     cpSync(path.join(FIXTURE_PLUGINS, fixture), path.join(pluginsDir, fixture), { recursive: true });
   aclFile = path.join(work, 'acl.conf');
   writeFileSync(aclFile, BASE_RULES);
@@ -211,6 +213,50 @@ describe('acl-file in a broker', () => {
     await expect(bob.unsubscribeAsync('users/alice/#')).resolves.toBeDefined();
   });
 
+  it('a client id with / cannot reach the subtree of the id before it (devices/%c/#)', async () => {
+    const victimId = uniqueName('sensor');
+    const victim = await user('bob', 5, victimId);
+    const victimMessages = collect(victim);
+    await victim.subscribeAsync(`devices/${victimId}/#`, { qos: 1 });
+    // "<victim>/cmd" would own devices/<victim>/cmd/# if %c spanned levels: it must own nothing
+    const cmd = await user('bob', 5, `${victimId}/cmd`);
+    await expect(cmd.publishAsync(`devices/${victimId}/cmd`, 'reboot', { qos: 1 })).rejects.toMatchObject({ code: 0x87 });
+    await expect(cmd.publishAsync(`devices/${victimId}/cmd/reboot`, 'now', { qos: 1 })).rejects.toMatchObject({ code: 0x87 });
+    await cmd.publishAsync(`devices/${victimId}/cmd/quiet`, 'qos0', { qos: 0 });
+    expect(await victimMessages.settle(QUIET_MS)).toEqual([]);
+    // "<victim>/telemetry" cannot read the victim's telemetry, with either protocol version
+    const telemetry = await user('bob', 5, `${victimId}/telemetry`);
+    await expect(telemetry.subscribeAsync(`devices/${victimId}/telemetry/temp`, { qos: 1 })).rejects.toMatchObject({
+      packet: { granted: [0x87] },
+    });
+    await expect(telemetry.subscribeAsync(`devices/${victimId}/telemetry/#`, { qos: 1 })).rejects.toMatchObject({
+      packet: { granted: [0x87] },
+    });
+    const telemetry4 = await user('bob', 4, `${victimId}/telemetry/v4`);
+    await expect(telemetry4.subscribeAsync(`devices/${victimId}/telemetry/v4/#`, { qos: 1 })).rejects.toMatchObject({
+      packet: { granted: [0x80] },
+    });
+    // the victim still owns its subtree
+    await victim.publishAsync(`devices/${victimId}/telemetry/temp`, '21', { qos: 1 });
+    expect((await victimMessages.waitFor(1)).map((m) => m.topic)).toEqual([`devices/${victimId}/telemetry/temp`]);
+  });
+
+  it('a user id with / cannot reach the subtree of the user before it (users/%u/#)', async () => {
+    const bob = await listener('bob', 'users/bob/admin/#'); // not users/bob/#: an earlier test retained a message there
+    const spoof = await user('bob/admin');
+    await expect(spoof.publishAsync('users/bob/admin/x', 'spoof', { qos: 1 })).rejects.toMatchObject({ code: 0x87 });
+    await expect(spoof.subscribeAsync('users/bob/admin/#', { qos: 1 })).rejects.toMatchObject({ packet: { granted: [0x87] } });
+    expect(await bob.messages.settle(QUIET_MS)).toEqual([]);
+  });
+
+  it.each(['+', '#', 'pump+', 'pump#'])('a client id %j is no wildcard: it owns no devices/ topic', async (clientId) => {
+    const device = await user('bob', 5, clientId);
+    await expect(device.subscribeAsync('devices/+/state', { qos: 1 })).rejects.toMatchObject({ packet: { granted: [0x87] } });
+    await expect(device.subscribeAsync('devices/#', { qos: 1 })).rejects.toMatchObject({ packet: { granted: [0x87] } });
+    await expect(device.publishAsync('devices/other/state', 'on', { qos: 1 })).rejects.toMatchObject({ code: 0x87 });
+    await expect(device.publishAsync('devices/pump/state', 'on', { qos: 1 })).rejects.toMatchObject({ code: 0x87 });
+  });
+
   describe('reload', () => {
     afterEach(async () => {
       const from = tb.logs.length;
@@ -244,6 +290,73 @@ describe('acl-file in a broker', () => {
       const other = await user('gina');
       await expect(other.publishAsync('users/gina/x', 'x', { qos: 1 })).resolves.toBeDefined();
       expect(bob.connected && watcher.client.connected).toBe(true);
+    });
+  });
+});
+
+describe('a failing ACL plugin in front of acl-file', () => {
+  let failing: TestBroker;
+  const clients = withClients(() => failing.port);
+
+  beforeAll(async () => {
+    const file = path.join(work, 'secret.acl');
+    writeFileSync(file, ['tenant acme', '  user root', '    allow subscribe secret/#', 'global', '  deny all secret/#', ''].join('\n'));
+    failing = await startTestBroker(
+      [
+        'plugins:',
+        '  callTimeoutMs: 300',
+        '  auth:',
+        "    - use: '@fixtures/valid-auth'",
+        '      options: { tenantId: acme }',
+        '  acl:',
+        "    - use: '@fixtures/acl-errors'",
+        "      options: { byPrefix: { 'secret/throw/': throw, 'secret/hang/': hang, 'secret/error/': error } }",
+        "    - use: '@bifro/plugin-acl-file'",
+        `      options: { file: ${JSON.stringify(file)} }`,
+        "    - use: '@fixtures/valid-acl'",
+      ].join('\n'),
+      { pluginsDir: path.join(work, 'plugins') },
+    );
+  });
+  afterAll(() => failing?.stop());
+
+  async function user(name: string, protocolVersion: ProtocolVersion = 5): Promise<MqttClient> {
+    const protocolId = protocolVersion === 3 ? 'MQIsdp' : 'MQTT';
+    return (await clients.mqtt({ protocolVersion, protocolId, clientId: uniqueName(name), username: name, password: PASSWORD })).client;
+  }
+
+  it.each(['throw', 'hang', 'error'])(
+    'a plugin that fails (%s) denies by default: the file rule denying secret/# is not skipped',
+    async (mode) => {
+      const root = await user('root');
+      const seen = collect(root);
+      await root.subscribeAsync('secret/#', { qos: 1 });
+      const bob = await user('bob');
+      await expect(bob.publishAsync(`secret/${mode}/x`, 'leak', { qos: 1 })).rejects.toMatchObject({ code: 0x87 });
+      await expect(bob.subscribeAsync(`secret/${mode}/#`, { qos: 1 })).rejects.toMatchObject({ packet: { granted: [0x87] } });
+      const bob4 = await user('bob', 4);
+      await expect(bob4.subscribeAsync(`secret/${mode}/#`, { qos: 1 })).rejects.toMatchObject({ packet: { granted: [0x80] } });
+      await bob4.publishAsync(`secret/${mode}/v4`, 'leak', { qos: 1 });
+      expect(await seen.settle(QUIET_MS)).toEqual([]);
+      // the chain still works for what the failing plugin defers
+      await expect(bob.publishAsync('open/x', 'ok', { qos: 1 })).resolves.toBeDefined();
+      await expect(bob.publishAsync('secret/other', 'no', { qos: 1 })).rejects.toMatchObject({ code: 0x87 });
+      expect(bob.connected && bob4.connected).toBe(true);
+    },
+  );
+
+  it('logs the first failure of an episode with the decision', async () => {
+    const bob = await user('bob');
+    await expect(bob.publishAsync('secret/throw/log', 'x', { qos: 1 })).rejects.toMatchObject({ code: 0x87 });
+    const line = failing.logs.find(
+      (l) => typeof l.msg === 'string' && l.msg.startsWith('access control plugin @fixtures/acl-errors threw or rejected'),
+    );
+    expect(line).toMatchObject({
+      level: 40,
+      msg: 'access control plugin @fixtures/acl-errors threw or rejected: publish denied (fail closed: ByPassPermCheckError is false for tenant acme)',
+      plugin: '@fixtures/acl-errors',
+      reason: 'error',
+      granted: false,
     });
   });
 });

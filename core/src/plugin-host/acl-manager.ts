@@ -1,4 +1,6 @@
 import type { AccessAction, AccessDecision, ClientInfo, MaybePromise } from '@bifro/spi';
+import type { Logger } from '../base/logger';
+import { RepeatedWarning } from '../base/repeated-warning';
 import { isThenable } from './call-timeout';
 import type { AclManager, EventManager, SettingsManager } from './managers';
 import { CALL_FAILED, clientSubject, type GuardedPlugin } from './plugin-call-guard';
@@ -11,18 +13,40 @@ const DECISIONS: ReadonlySet<string> = new Set<AccessDecision>(['granted', 'deni
  */
 type AclFailure = 'answeredError' | 'error' | 'timeout' | 'invalidResult';
 
+/** How the log line words each failure. */
+const FAILURE_WORDS: Readonly<Record<AclFailure, string>> = {
+  answeredError: 'answered error',
+  error: 'threw or rejected',
+  timeout: 'did not answer in time',
+  invalidResult: 'answered something that is not a decision',
+};
+
 /**
  * The access control chain: plugins are asked in order, the first answer that is not `defer`
  * decides; when all defer the action is denied. `error` (and a throw, a rejection, a timeout or
- * an invalid answer) is decided by the tenant setting `ByPassPermCheckError` and reported as an
- * `accessControlError` event. Synchronous plugins cost no promise.
+ * an invalid answer) ends the chain: the tenant setting `ByPassPermCheckError` decides (default
+ * false: denied, so a broken plugin never opens what it or a later plugin would refuse), it is
+ * reported as an `accessControlError` event and logged once per episode. Synchronous plugins cost
+ * no promise.
  */
 export class GuardedAclManager implements AclManager {
+  /** One warn line per plugin and outcome while its failures go on (a failing backend fails every check). */
+  private readonly warnings: RepeatedWarning | undefined;
+
   constructor(
     private readonly chain: readonly GuardedPlugin<'acl'>[],
     private readonly settings: SettingsManager,
     private readonly events?: EventManager,
-  ) {}
+    logger?: Logger,
+  ) {
+    this.warnings =
+      logger === undefined
+        ? undefined
+        : new RepeatedWarning(logger, (key) => {
+            const cut = key.lastIndexOf('\u0000');
+            return `access control plugin ${key.slice(0, cut)} could not decide (actions ${key.slice(cut + 1)})`;
+          });
+  }
 
   check(client: ClientInfo, action: AccessAction): MaybePromise<boolean> {
     return this.askFrom(0, client, action);
@@ -92,9 +116,29 @@ export class GuardedAclManager implements AclManager {
     }
   }
 
-  /** The plugin could not decide: ByPassPermCheckError decides, and `accessControlError` is reported. */
+  /**
+   * The plugin could not decide: ByPassPermCheckError decides (the later plugins are not asked:
+   * one that grants must not open what the failing one would have denied), `accessControlError`
+   * is reported and the first failure of an episode is logged.
+   */
   private onError(client: ClientInfo, action: AccessAction, plugin: GuardedPlugin<'acl'>, reason: AclFailure): boolean {
     const granted = this.settings.get(client.tenantId, 'ByPassPermCheckError');
+    this.warnings?.report(
+      `${plugin.name}\u0000${granted ? 'granted' : 'denied'}`,
+      {
+        plugin: plugin.name,
+        reason,
+        tenantId: client.tenantId,
+        clientId: client.clientId,
+        action: action.type,
+        topic: action.type === 'publish' ? action.topic : undefined,
+        filter: action.type === 'subscribe' || action.type === 'unsubscribe' ? action.filter : undefined,
+        granted,
+      },
+      granted
+        ? `access control plugin ${plugin.name} ${FAILURE_WORDS[reason]}: ${action.type} granted (ByPassPermCheckError is true for tenant ${client.tenantId})`
+        : `access control plugin ${plugin.name} ${FAILURE_WORDS[reason]}: ${action.type} denied (fail closed: ByPassPermCheckError is false for tenant ${client.tenantId})`,
+    );
     const events = this.events;
     if (events !== undefined && events.wants('accessControlError')) {
       events.report({

@@ -216,7 +216,7 @@ export async function loadPluginHost(
   let closing: Promise<void> | undefined;
   const host: PluginHost = {
     auth: new GuardedAuthManager(guardsOf('auth')),
-    acl: new GuardedAclManager(guardsOf('acl'), settings, events),
+    acl: new GuardedAclManager(guardsOf('acl'), settings, events, log),
     balancer: new GuardedBalancerManager(one('balancer')),
     events,
     settings,

@@ -136,14 +136,30 @@ export class SessionRegistry {
    * stored session [MQTT-3.1.2-4], [MQTT-3.1.2-5], with the expiry the tenant allows and the
    * connection's will. `v5Expiry` is the v5 Session Expiry Interval (undefined for v3).
    */
-  open(conn: object, client: ClientInfo, clean: boolean, v5Expiry: number | undefined, will: SessionWill | undefined): OpenedSession {
+  open(
+    conn: object,
+    client: ClientInfo,
+    clean: boolean,
+    v5Expiry: number | undefined,
+    will: SessionWill | undefined,
+    resumableFrom?: string,
+  ): OpenedSession {
     const tenantId = client.tenantId;
     const key = sessionListKey(tenantId, client.clientId);
     this.takeOver(key, conn);
     const forceTransient = this.settings.get(tenantId, 'ForceTransient');
-    const cleanStart = clean || forceTransient;
     let existing = this.byKey.get(key);
-    if (existing !== undefined && cleanStart) {
+    // A session is bound to the user who made it (docs/security.md § Sessions belong to their user).
+    const otherUser = existing !== undefined && existing.client.userId !== client.userId;
+    // Another user may resume it only as the caller checked (ResumeSessionsOfOtherUsers): every
+    // stored subscription allowed for `client`, judged against the user who holds it now.
+    const fresh = otherUser && existing!.client.userId !== resumableFrom;
+    if (existing !== undefined && otherUser) {
+      // Not its client coming back: the previous user's pending will is published, not cancelled.
+      if (existing.willAt !== 0) this.fireWill(existing);
+    }
+    const cleanStart = clean || forceTransient;
+    if (existing !== undefined && (cleanStart || fresh)) {
       // A new connection inside the will delay cancels the will, clean start or not [MQTT-3.1.2-8].
       this.resumed(existing);
       this.end(existing);

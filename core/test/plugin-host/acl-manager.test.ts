@@ -1,6 +1,6 @@
 import type { AccessAction, BrokerEvent } from '@bifro/spi';
 import { loadPlugins, type PluginHost } from '../../src/plugin-host';
-import { capturingLogger, client, configWith, fixture, FixedUsage } from './plugin-host-fixtures';
+import { capturingLogger, client, configWith, fixture, FixedUsage, WARN } from './plugin-host-fixtures';
 
 const hosts: PluginHost[] = [];
 afterEach(async () => {
@@ -94,8 +94,46 @@ describe('AclManager', () => {
     ]);
   });
 
-  it('uses the registry default (grant) for ByPassPermCheckError when no settings plugin says otherwise', async () => {
-    const host = await load({ acl: [fixture('acl-errors', { mode: 'throw' })] });
-    expect(host.acl.check(client({ tenantId: 'anyone' }), publish('a'))).toBe(true);
+  it('fails closed by default: with no settings plugin, a failing plugin denies and the rest of the chain is not asked', async () => {
+    for (const mode of ['error', 'throw', 'reject', 'hang', 'invalid']) {
+      // valid-acl would grant a/b: the failure must not open it.
+      const host = await load({ acl: [fixture('acl-errors', { mode }), fixture('valid-acl')] });
+      await expect(Promise.resolve(host.acl.check(client({ tenantId: 'anyone' }), publish('a/b')))).resolves.toBe(false);
+      await expect(Promise.resolve(host.acl.check(client({ tenantId: 'anyone' }), publish('forbidden/x')))).resolves.toBe(false);
+      expect(host.plugins.find((p) => p.name === '@fixtures/valid-acl')!.stats.acl!.calls).toBe(0);
+    }
+  });
+
+  it('logs the first failure of an episode with its decision, not the ones that follow', async () => {
+    const { logger, lines } = capturingLogger();
+    const host = await loadPlugins(
+      configWith({ acl: [fixture('acl-errors', { mode: 'throw' })], settings: bypassSettings }),
+      logger,
+      new FixedUsage(),
+    );
+    hosts.push(host);
+    for (let i = 0; i < 5; i++) host.acl.check(client({ tenantId: 'strict', clientId: `c${i}` }), publish(`a/${i}`));
+    host.acl.check(client({ tenantId: 'open', clientId: 'c-open' }), { type: 'subscribe', filter: 's/#', qos: 1 });
+    host.acl.check(client({ tenantId: 'open', clientId: 'c-open2' }), publish('b'));
+    const ours = lines.filter((l) => String(l.msg).startsWith('access control plugin'));
+    expect(ours.map((l) => [l.level, l.msg])).toEqual([
+      [
+        WARN,
+        'access control plugin @fixtures/acl-errors threw or rejected: publish denied (fail closed: ByPassPermCheckError is false for tenant strict)',
+      ],
+      [
+        WARN,
+        'access control plugin @fixtures/acl-errors threw or rejected: subscribe granted (ByPassPermCheckError is true for tenant open)',
+      ],
+    ]);
+    expect(ours[0]).toMatchObject({
+      plugin: '@fixtures/acl-errors',
+      reason: 'error',
+      tenantId: 'strict',
+      clientId: 'c0',
+      topic: 'a/0',
+      granted: false,
+    });
+    expect(ours[1]).toMatchObject({ tenantId: 'open', clientId: 'c-open', action: 'subscribe', filter: 's/#', granted: true });
   });
 });

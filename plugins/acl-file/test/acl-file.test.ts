@@ -75,6 +75,56 @@ describe('acl-file: decisions', () => {
   });
 });
 
+describe('acl-file: substituted ids that are not one topic level', () => {
+  // The README's per-device pattern; the devices/ and users/ trees are denied otherwise.
+  const RULES = `
+allow all clients/%c/#
+allow all users/%u/#
+deny all clients/#
+deny all users/#
+tenant acme
+  client gw-*
+    allow all gateways/%c/#
+`;
+  let h: Harness;
+  let alone: Harness;
+  beforeAll(async () => {
+    h = await harness(RULES);
+    alone = await harness('allow all clients/%c/#\n', { otherwise: 'deny' });
+  });
+  afterAll(async () => {
+    await h.dispose();
+    await alone.dispose();
+  });
+
+  it('a client id with / cannot read or publish into the subtree of the id before its /', () => {
+    const telemetry = client({ clientId: 'sensor1/telemetry' });
+    expect(h.acl.checkPermission(telemetry, sub('clients/sensor1/telemetry/temp'))).toBe('denied');
+    expect(h.acl.checkPermission(telemetry, sub('clients/sensor1/#'))).toBe('denied');
+    expect(h.acl.checkPermission(telemetry, pub('clients/sensor1/telemetry/temp'))).toBe('denied');
+    const cmd = client({ clientId: 'sensor1/cmd' });
+    expect(h.acl.checkPermission(cmd, pub('clients/sensor1/cmd'))).toBe('denied');
+    expect(h.acl.checkPermission(cmd, pub('clients/sensor1/cmd/reboot', true))).toBe('denied');
+    // the id itself still owns its subtree
+    expect(h.acl.checkPermission(client({ clientId: 'sensor1' }), pub('clients/sensor1/cmd/reboot'))).toBe('granted');
+    // with the rule alone, the answer for what no rule decides applies
+    expect(alone.acl.checkPermission(telemetry, sub('clients/sensor1/telemetry/temp'))).toBe('denied');
+    expect(alone.acl.checkPermission(cmd, pub('clients/sensor1/cmd'))).toBe('denied');
+    expect(alone.acl.checkPermission(client({ clientId: 'sensor1' }), pub('clients/sensor1/cmd'))).toBe('granted');
+  });
+
+  it('user ids and client ids with /, +, #, U+0000 or nothing match no %u / %c rule, in client glob scopes too', () => {
+    for (const userId of ['bob/x', '+', '#', 'a\u0000b', '']) {
+      expect(h.acl.checkPermission(client({ userId }), pub(`users/${userId}/x`))).toBe('denied');
+      expect(h.acl.checkPermission(client({ userId }), sub('users/+/x'))).toBe('denied');
+    }
+    expect(h.acl.checkPermission(client({ userId: 'bob' }), pub('users/bob/x'))).toBe('granted');
+    // gw-* matches gw-1/x, but %c cannot stand for it in one level: gw-1's topics stay out of reach
+    expect(h.acl.checkPermission(client({ clientId: 'gw-1/x' }), pub('gateways/gw-1/x/on'))).toBe('defer');
+    expect(h.acl.checkPermission(client({ clientId: 'gw-1' }), pub('gateways/gw-1/x/on'))).toBe('granted');
+  });
+});
+
 describe('acl-file: retain across scopes', () => {
   let h: Harness;
   beforeAll(async () => {

@@ -2,7 +2,15 @@ import { randomBytes } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
 import mqttPacket, { type IConnackPacket } from 'mqtt-packet';
 import type { DecodedConnect } from '../../codec/packet-decoder';
-import { type AuthRequest, type ClientInfo, type ProtocolVersion, type QoS, type RedirectDecision, type UserProperties } from '@bifro/spi';
+import {
+  sessionListKey,
+  type AuthRequest,
+  type ClientInfo,
+  type ProtocolVersion,
+  type QoS,
+  type RedirectDecision,
+  type UserProperties,
+} from '@bifro/spi';
 import type { ConnectionPort } from '../connection-port';
 import type { Identity } from '../identity';
 import { connackCodeForAuthReject, RC, RC3 } from '../../codec/reason-codes';
@@ -363,12 +371,56 @@ function finishConnect(
     });
   }
 
+  /**
+   * A stored session of another user of the tenant under this client id: whether `client` may
+   * resume it (ResumeSessionsOfOtherUsers, and access control allowing every stored subscription
+   * to the new user). Otherwise the registry starts a fresh session (docs/security.md § Sessions
+   * belong to their user).
+   */
+  function resumable(): string | undefined | Promise<string | undefined> {
+    const stored = packet.clean !== false ? undefined : engine.sessions.get(sessionListKey(tenantId, clientId));
+    if (stored === undefined || stored.client.userId === client.userId) return undefined;
+    const previous = stored.client.userId;
+    const log = (resumed: boolean, why: string): undefined | string => {
+      engine.logger.info(
+        { tenantId, clientId, userId: client.userId, previousUserId: previous, remoteAddress: conn.origin.remoteAddress },
+        resumed
+          ? `session of user ${previous} resumed by user ${client.userId} (${why})`
+          : `session of user ${previous} not resumed by user ${client.userId}: ${why}; a fresh session starts`,
+      );
+      return resumed ? previous : undefined;
+    };
+    if (!engine.setting(tenantId, 'ResumeSessionsOfOtherUsers')) return log(false, 'ResumeSessionsOfOtherUsers is false');
+    const checks = [...stored.subscriptions.values()].map((sub) =>
+      engine.acl.check(client, { type: 'subscribe', filter: sub.filter, qos: sub.qos }),
+    );
+    const judge = (allowed: readonly boolean[]): string | undefined =>
+      allowed.every(Boolean)
+        ? log(true, 'every stored subscription allowed')
+        : log(false, 'access control denies it a stored subscription');
+    return checks.some((c) => c instanceof Promise) ? Promise.all(checks).then(judge) : judge(checks as boolean[]);
+  }
+
   function openSession(): void | Promise<void> {
+    const from = resumable();
+    return from instanceof Promise
+      ? from.then((f) => (conn.isClosed() ? engine.topology.abandoned(client) : startSession(f)))
+      : startSession(from);
+  }
+
+  function startSession(resumableFrom: string | undefined): void | Promise<void> {
     engine.usage.add(tenantId, 'TotalConnections', 1);
     engine.usage.count(tenantId, 'TotalConnectPerSecond', 1, engine.wheel.now);
     // Session: takeover, clean start or resume, expiry (session/session-registry.ts).
     const v5Expiry = conn.v5 ? (packet.properties?.sessionExpiryInterval ?? 0) : undefined;
-    const { session, existing, requested, expiry } = engine.sessions.open(conn, client, packet.clean !== false, v5Expiry, will);
+    const { session, existing, requested, expiry } = engine.sessions.open(
+      conn,
+      client,
+      packet.clean !== false,
+      v5Expiry,
+      will,
+      resumableFrom,
+    );
     conn.session = session;
     if (expiry > 0 && !session.stored && !engine.limits.hasResource(client, 'TotalPersistentSessions')) {
       // No room for another persistent session in this tenant: CONNACK 0x97 / v3 0x03.
