@@ -19,9 +19,10 @@ export const API_ERRORS = defineErrors({
     remedy: 'Check the path and the names in it; lists (`GET …/sessions`, `GET …/retained`) show what exists.',
   },
   BIFRO_API_INVALID_REQUEST: {
-    summary: 'The request body, path or query does not match the route schema, or a value is out of range (HTTP 400).',
+    summary:
+      'The request body, path or query does not match the route schema, a value is out of range or the path is not valid percent-encoding (HTTP 400); a body above the limit (HTTP 413: 8 MiB with a token, 64 KiB without).',
     remedy:
-      'Fix the field named in the message (a settings PATCH also lists each bad setting in `errors`); every route schema is in /api/v1/openapi.json.',
+      'Fix the field named in the message (a settings PATCH also lists each bad setting in `errors`); every route schema is in /api/v1/openapi.json; send large bodies only with a token.',
   },
   BIFRO_API_CONFLICT: {
     summary: 'The request cannot be done in the current state (e.g. the settings provider is not writable) (HTTP 409).',
