@@ -9,6 +9,7 @@ export * from './common';
 export * from './auth';
 export * from './acl';
 export * from './acl-rules';
+export * from './identity-ids';
 export * from './balancer';
 export * from './events';
 export * from './settings';

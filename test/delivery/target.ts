@@ -156,7 +156,7 @@ export class BrokerNode {
         `pluginsDir: ${JSON.stringify(pluginsDir)}`,
         'listeners:',
         '  - { name: tcp, type: tcp, host: 127.0.0.1, port: 0 }',
-        'log: { level: info }',
+        `log: { level: ${process.env.BIFRO_CHECK_LOG_LEVEL ?? 'info'} }`,
         // Clients reconnect often here on purpose: no flapping bans.
         'security:',
         '  flapping: { maxDisconnects: 0 }',

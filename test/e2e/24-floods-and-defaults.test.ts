@@ -32,11 +32,15 @@ function recordingEvents(name: string): string {
   return `  events: [{ use: "@fixtures/recording-events", options: { sink: ${name} } }]\n`;
 }
 
-/** What one CONNECT from `localAddress` got: the CONNACK code, or 'closed' when the socket was closed without one. */
+/**
+ * What one CONNECT from `localAddress` got: the CONNACK code, or 'closed' when the socket was
+ * closed without one. After the CONNACK the socket is dropped (no DISCONNECT), unless `disconnect`
+ * asks for a clean DISCONNECT first.
+ */
 function connectFrom(
   port: number,
   localAddress: string,
-  opts: { clientId: string; protocolVersion?: ProtocolVersion; username?: string; password?: string },
+  opts: { clientId: string; protocolVersion?: ProtocolVersion; username?: string; password?: string; disconnect?: boolean },
   timeoutMs = 3000,
 ): Promise<number | 'closed' | 'timeout'> {
   const v = opts.protocolVersion ?? 5;
@@ -53,7 +57,14 @@ function connectFrom(
     };
     const timer = setTimeout(() => finish('timeout'), timeoutMs);
     parser.on('packet', (p: Packet) => {
-      if (p.cmd === 'connack') finish(v === 5 ? (p.reasonCode ?? 0) : (p.returnCode ?? 0));
+      if (p.cmd !== 'connack') return;
+      const code = v === 5 ? (p.reasonCode ?? 0) : (p.returnCode ?? 0);
+      if (code !== 0 || opts.disconnect !== true) return finish(code);
+      // A clean end: DISCONNECT, then the socket is closed after it is written.
+      done = true;
+      clearTimeout(timer);
+      socket.end(mqtt.generate({ cmd: 'disconnect' }, { protocolVersion: v }));
+      resolve(code);
     });
     socket.on('data', (d: Buffer) => parser.parse(d));
     socket.on('error', () => finish('closed'));
@@ -124,10 +135,13 @@ describe('24 flapping client id', () => {
   });
   afterAll(() => tb.stop());
 
-  it('bans a client id after 3 disconnects in the window: v5 CONNACK 0x8A, v3 0x05; others still connect', async () => {
+  it('bans a client id whose connections drop faster than 3 per 60 s: v5 CONNACK 0x8A, v3 0x05; others still connect', async () => {
     const clientId = uniqueName('flapper');
-    for (let i = 0; i < 3; i++) expect(await connectFrom(tb.port, '127.0.0.1', { clientId, ...alice })).toBe(0);
-    // The third end started the ban (the close is seen by the broker just after the client's).
+    // Clean DISCONNECTs do not count, whatever their number.
+    for (let i = 0; i < 10; i++) expect(await connectFrom(tb.port, '127.0.0.1', { clientId, ...alice, disconnect: true })).toBe(0);
+    // Dropped connections do: 3 at once are absorbed, the fourth finds the bucket empty.
+    for (let i = 0; i < 4; i++) expect(await connectFrom(tb.port, '127.0.0.1', { clientId, ...alice })).toBe(0);
+    // The fourth end started the ban (the close is seen by the broker just after the client's).
     await waitUntil(() => sink('flap').some((e) => e.type === 'flappingDetected'), 3000);
     expect(await connectFrom(tb.port, '127.0.0.1', { clientId, ...alice })).toBe(0x8a);
     expect(await connectFrom(tb.port, '127.0.0.1', { clientId, ...alice, protocolVersion: 4 })).toBe(0x05);
@@ -149,6 +163,185 @@ describe('24 flapping client id', () => {
     await expectOthersUnaffected(tb.port);
   });
 });
+
+describe('24 default configuration: reconnect patterns of test suites and fleets', () => {
+  let tb: TestBroker;
+
+  beforeAll(async () => {
+    // No security section: the defaults.
+    tb = await startTestBroker(`${USER_TABLE_AUTH}${recordingEvents('defaults')}`);
+  });
+  afterAll(() => tb.stop());
+
+  it('never bans one client id reused as an interoperability suite does (clean ends, drops, refusals, takeovers)', async () => {
+    const clientId = uniqueName('suite');
+    // Test after test with the same client id, in the order a suite mixes them: 100 clean
+    // DISCONNECTs, 40 refused CONNECTs (an unknown protocol level), 60 dropped sockets (mosquitto's
+    // tests mostly end with a close), 30 takeovers of a held connection (Paho's session tests).
+    for (let round = 0; round < 10; round++) {
+      for (let i = 0; i < 10; i++) expect(await connectFrom(tb.port, '127.0.0.1', { clientId, ...alice, disconnect: true })).toBe(0);
+      for (let i = 0; i < 4; i++) expect(await refusedConnect(tb.port, clientId)).not.toBe(0);
+      for (let i = 0; i < 6; i++) expect(await connectFrom(tb.port, '127.0.0.1', { clientId, ...alice })).toBe(0);
+      const held = [];
+      for (let i = 0; i < 4; i++) {
+        const s = await rawConnect(tb.port, {
+          protocolVersion: 5,
+          clientId,
+          username: 'alice',
+          password: Buffer.from(USERS.alice.password),
+        });
+        expect(s.connack.reasonCode ?? 0).toBe(0);
+        held.push(s);
+      }
+      for (const s of held) s.raw.destroy();
+    }
+    await sleep(200);
+    expect(sink('defaults').filter((e) => e.type === 'flappingDetected' || e.type === 'banned')).toEqual([]);
+    expect(await connectFrom(tb.port, '127.0.0.1', { clientId, ...alice })).toBe(0);
+  });
+
+  it('bans a client stuck in a reconnect loop (connects, drops, reconnects at once) after its bucket of 120 drops', async () => {
+    const clientId = uniqueName('looper');
+    let connects = 0;
+    let result: number | 'closed' | 'timeout' = 0;
+    for (; connects < 500 && result === 0; connects++) result = await connectFrom(tb.port, '127.0.0.1', { clientId, ...alice });
+    expect(result).toBe(0x8a);
+    // 120 drops absorbed, the 121st starts the ban; the close is seen a moment after the client's,
+    // so one or two more connects may get through before it.
+    expect(connects).toBeGreaterThan(121);
+    expect(connects).toBeLessThan(130);
+    const flapped = sink('defaults').filter((e) => e.type === 'flappingDetected' && e.clientId === clientId);
+    expect(flapped).toHaveLength(1);
+    expect(flapped[0]!.detail).toMatchObject({ disconnects: 120, windowSeconds: 60, banSeconds: 300 });
+    await expectOthersUnaffected(tb.port);
+  });
+
+  it('bans a client id two devices fight over (each takes the session over from the other at once)', async () => {
+    const clientId = uniqueName('fight');
+    const password = Buffer.from(USERS.alice.password);
+    let previous: Awaited<ReturnType<typeof rawConnect>> | undefined;
+    let takeovers = 0;
+    for (; takeovers < 500; takeovers++) {
+      const s = await rawConnect(tb.port, { protocolVersion: 5, clientId, username: 'alice', password });
+      previous?.raw.destroy();
+      previous = s;
+      if ((s.connack.reasonCode ?? 0) === 0x8a) break;
+      expect(s.connack.reasonCode ?? 0).toBe(0);
+    }
+    previous?.raw.destroy();
+    expect(takeovers).toBeGreaterThan(120);
+    expect(takeovers).toBeLessThan(130);
+    expect(sink('defaults').filter((e) => e.type === 'flappingDetected' && e.clientId === clientId)).toHaveLength(1);
+  });
+
+  it('accepts all of 5,000 connections opened at once from one address (a fleet behind one NAT address)', async () => {
+    const N = 5000;
+    const started = Date.now();
+    const outcomes = await flood(tb.port, N, 60_000);
+    const accepted = outcomes.filter((o) => o === 0).length;
+    expect({ accepted, refused: N - accepted }).toEqual({ accepted: N, refused: 0 });
+    expect(Date.now() - started).toBeLessThan(60_000);
+    expect(tb.logs.filter((l) => l.level === 40 && /connection rate from|broker overloaded/.test(String(l.msg)))).toEqual([]);
+  }, 90_000);
+});
+
+describe('24 shedding while the broker is overloaded', () => {
+  let tb: TestBroker;
+
+  beforeAll(async () => {
+    tb = await startTestBroker(`${USER_TABLE_AUTH}${recordingEvents('overload')}security:\n  overload: { maxEventLoopLagMs: 200 }\n`);
+  });
+  afterAll(() => tb.stop());
+
+  it('closes at accept the connections that arrive while the event loop is stuck, logs and reports it once, then serves again', async () => {
+    expect(await connectFrom(tb.port, '127.0.0.2', { clientId: uniqueName('before'), ...alice })).toBe(0);
+    // 20 connections, handshaken by the kernel while the broker's loop (this process's) is blocked for 600 ms.
+    const pending = Array.from({ length: 20 }, () => connectFrom(tb.port, '127.0.0.3', { clientId: uniqueName('stuck'), ...alice }, 5000));
+    await new Promise((resolve) => setImmediate(resolve));
+    const until = Date.now() + 600;
+    while (Date.now() < until) {
+      // busy: the event loop lags
+    }
+    const outcomes = await Promise.all(pending);
+    expect(outcomes).toEqual(Array.from({ length: 20 }, () => 'closed'));
+    // As soon as the loop keeps time again, connections are served.
+    await sleep(300);
+    expect(await connectFrom(tb.port, '127.0.0.3', { clientId: uniqueName('after'), ...alice })).toBe(0);
+
+    const warns = tb.logs.filter((l) => l.level === 40 && String(l.msg).startsWith('broker overloaded'));
+    expect(warns).toHaveLength(1);
+    expect(warns[0]).toMatchObject({ maxEventLoopLagMs: 200 });
+    expect(Number(warns[0]!.eventLoopLagMs)).toBeGreaterThan(200);
+    const events = sink('overload').filter((e) => e.type === 'connectionRateExceeded');
+    expect(events).toHaveLength(1);
+    expect(events[0]!.detail).toMatchObject({ reason: 'overload', remoteAddress: '127.0.0.3', listener: 'tcp' });
+    await expectOthersUnaffected(tb.port);
+  });
+
+  it('sheds every new connection while the heap is above maxHeapUsedPercent', async () => {
+    const full = await startTestBroker(`${USER_TABLE_AUTH}security:\n  overload: { maxEventLoopLagMs: 0, maxHeapUsedPercent: 1 }\n`);
+    try {
+      await sleep(300); // the first sample
+      for (let i = 0; i < 5; i++)
+        expect(await connectFrom(full.port, '127.0.0.1', { clientId: uniqueName('heap'), ...alice })).toBe('closed');
+      expect(full.logs.filter((l) => l.level === 40 && String(l.msg).startsWith('broker overloaded'))).toHaveLength(1);
+    } finally {
+      await full.stop();
+    }
+  });
+});
+
+/** A CONNECT of MQTT protocol level 6, which the broker refuses (v5 CONNACK 0x84 or a close): the CONNACK code, or 'closed'. */
+function refusedConnect(port: number, clientId: string): Promise<number | 'closed'> {
+  const id = Buffer.from(clientId);
+  const body = Buffer.concat([
+    Buffer.from([0, 4, 0x4d, 0x51, 0x54, 0x54, 6, 0x02, 0, 60, 0]),
+    Buffer.from([id.length >> 8, id.length & 255]),
+    id,
+  ]);
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    const finish = (r: number | 'closed'): void => {
+      socket.destroy();
+      resolve(r);
+    };
+    socket.once('data', (d: Buffer) => finish(d[0] === 0x20 ? d[3]! : 'closed'));
+    socket.on('error', () => finish('closed'));
+    socket.on('close', () => finish('closed'));
+    socket.on('connect', () => socket.write(Buffer.concat([Buffer.from([0x10, body.length]), body])));
+  });
+}
+
+/** `n` clean connections from 127.0.0.1 opened at once, all held until every one has its answer: the CONNACK code of each, or 'closed'. */
+async function flood(port: number, n: number, timeoutMs: number): Promise<(number | 'closed' | 'timeout')[]> {
+  const sockets: net.Socket[] = [];
+  const connect = mqtt.generate(
+    connectPacket({ protocolVersion: 4, clientId: '', ...alice, password: Buffer.from(alice.password) }) as IConnectPacket,
+  );
+  const one = (): Promise<number | 'closed' | 'timeout'> =>
+    new Promise((resolve) => {
+      const socket = net.connect({ host: '127.0.0.1', port });
+      sockets.push(socket);
+      let done = false;
+      const finish = (r: number | 'closed' | 'timeout'): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        resolve(r);
+      };
+      const timer = setTimeout(() => finish('timeout'), timeoutMs);
+      // CONNACK of MQTT 3.1.1: 0x20 0x02 flags code.
+      socket.once('data', (d: Buffer) => finish(d[0] === 0x20 && d.length >= 4 ? d[3]! : 'closed'));
+      socket.on('error', () => finish('closed'));
+      socket.on('close', () => finish('closed'));
+      socket.on('connect', () => socket.write(connect));
+    });
+  try {
+    return await Promise.all(Array.from({ length: n }, one));
+  } finally {
+    for (const s of sockets) s.destroy();
+  }
+}
 
 describe('24 publishing to $ topics', () => {
   let tb: TestBroker;

@@ -196,6 +196,74 @@ describe('npm create bifro-plugin → npm publish → bifro plugin install → a
   });
 });
 
+describe('bifro plugin install runs nothing of the package until the broker starts', () => {
+  const NAME = '@acme/bifro-scripted-demo';
+
+  /** A plugin whose postinstall script writes `script-ran` and whose top-level code writes `module-loaded` (both in `markers`). */
+  function writeScriptedPlugin(dir: string, markers: string): void {
+    mkdirSync(dir, { recursive: true });
+    // Single quotes only: the script runs inside a double-quoted `node -e "..."`.
+    const write = (file: string): string => `require('fs').writeFileSync('${path.join(markers, file)}', 'x')`;
+    writeFileSync(
+      path.join(dir, 'package.json'),
+      JSON.stringify({
+        name: NAME,
+        version: '1.0.0',
+        main: 'index.js',
+        bifro: { kinds: ['events'], spi: SPI_RANGE },
+        peerDependencies: { '@bifro/spi': SPI_RANGE },
+        scripts: { postinstall: `node -e "${write('script-ran')}"` },
+      }),
+    );
+    writeFileSync(
+      path.join(dir, 'index.js'),
+      `${write('module-loaded')};\nmodule.exports = { events: () => ({ wants: () => true, report() {} }) };\n`,
+    );
+  }
+
+  it('no install script without --allow-scripts; with it, the script runs; the module runs only when the broker loads it', async () => {
+    const root = path.join(work, 'scripted');
+    const markers = path.join(root, 'markers');
+    const pluginsDir = path.join(root, 'plugins');
+    mkdirSync(markers, { recursive: true });
+    writeScriptedPlugin(path.join(root, 'src'), markers);
+    await registry.publish(path.join(root, 'src'));
+    const install = (...extra: string[]): Promise<string> =>
+      sh(process.execPath, [BIFRO, 'plugin', 'install', NAME, '--plugins-dir', pluginsDir, '--registry', registry.url, ...extra], root);
+
+    const plain = await install();
+    expect(plain).toContain('1 install script declared, NOT run (--allow-scripts runs them):');
+    expect(plain).toMatch(/integrity: +sha512-/);
+    expect(readdirSync(markers)).toEqual([]);
+
+    const allowed = await install('--allow-scripts', '--force');
+    expect(allowed).toContain('warning: --allow-scripts: npm runs the install scripts');
+    expect(allowed).toContain('1 install script declared, run (--allow-scripts):');
+    expect(readdirSync(markers)).toEqual(['script-ran']);
+
+    const config = path.join(root, 'bifro.yml');
+    writeFileSync(
+      config,
+      [
+        `dataDir: ${JSON.stringify(path.join(root, 'data'))}`,
+        `pluginsDir: ${JSON.stringify(pluginsDir)}`,
+        'listeners:',
+        '  - { name: tcp, type: tcp, host: 127.0.0.1, port: 0 }',
+        'plugins:',
+        '  events:',
+        `    - use: '${NAME}'`,
+        '',
+      ].join('\n'),
+    );
+    const started = await startBrokerProcess(config);
+    try {
+      expect(readdirSync(markers).sort()).toEqual(['module-loaded', 'script-ran']);
+    } finally {
+      await started.stop();
+    }
+  });
+});
+
 /** The CONNACK code of a connect attempt (MQTT.js reports a refusal as an error with the code). */
 function codeOf(r: ConnectResult): number | undefined {
   return r.connack?.reasonCode ?? r.connack?.returnCode ?? r.error?.code;

@@ -132,6 +132,9 @@ async function broker(options: Record<string, unknown>): Promise<TestBroker> {
     "    - use: '@e2e/auth-jwt-recorder'",
     "    - use: '@bifro/plugin-auth-jwt'",
     '      options: { standalone: true }',
+    // Every attempt here comes from 127.0.0.1 as user "ignored": no back-off of password guessing (test 54 covers it).
+    'security:',
+    '  loginFailures: { perLogin: 0, perAddress: 0 }',
   ].join('\n');
   const tb = await startTestBroker(yaml, { pluginsDir });
   brokers.push(tb);

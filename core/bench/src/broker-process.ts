@@ -147,9 +147,8 @@ function commandLine(name: BrokerName, port: number, dir: string, opts: LaunchOp
           '    type: tcp',
           `    host: ${HOST}`,
           `    port: ${port}`,
-          // Every generated connection comes from 127.0.0.1: the per-address connection rate limit
-          // (a defence against one host flooding) would shed the connect-rate scenarios, and the
-          // brokers compared have no such limit by default.
+          // Every generated connection comes from 127.0.0.1: stated even though it is the default
+          // (off), so that a run measures no per-address limit whatever the defaults become.
           'security:',
           '  connectionRate: { perAddressPerSecond: 0 }',
           'log:',

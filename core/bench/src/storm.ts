@@ -15,6 +15,10 @@
  * in-memory mode): its state is still served from memory, and written out as a snapshot every
  * `autosave_interval` (1800 s by default) and at exit, not fsynced per message.
  *
+ * `--flood N` measures something else: N clean connections from 127.0.0.1 opened at once (a fleet
+ * behind one NAT address reconnecting), against each broker's default configuration: the connect
+ * rate and how many were refused (docs/performance.md § Connect flood from one address).
+ *
  * The connections of one machine are bounded by the open-file limit of this process and of the
  * broker (`ulimit -n`): N is capped below it, and the cap is printed.
  */
@@ -179,6 +183,56 @@ export async function runStorm(broker: BrokerProcess, opts: StormOptions): Promi
   };
 }
 
+/** What a connect flood from one address measured. */
+export interface FloodResult {
+  readonly broker: BrokerName;
+  readonly connections: number;
+  /** Connections that got CONNACK 0. */
+  readonly accepted: number;
+  /** Connections refused or closed before CONNACK (or not answered within the timeout). */
+  readonly refused: number;
+  /** ms from the first connect until the last CONNACK. */
+  readonly allConnackedMs: number;
+  /** accepted ÷ allConnackedMs, in connections per second. */
+  readonly rate: number;
+}
+
+/**
+ * `connections` clean MQTT 3.1.1 clients from 127.0.0.1, all opened at once (no pacing, no cap on
+ * handshakes in flight): a fleet behind one NAT address or load balancer reconnecting after an
+ * outage. Every connection is held until the end, then closed.
+ */
+export async function runFlood(broker: BrokerProcess, connections: number, timeoutMs: number): Promise<FloodResult> {
+  const endpoint = { host: broker.host, port: broker.port };
+  const run = `${process.pid}-${Date.now().toString(36)}`;
+  const clients: BenchClient[] = [];
+  let refused = 0;
+  let lastConnack = 0;
+  const start = performance.now();
+  const opens = Array.from({ length: connections }, (_, i) =>
+    BenchClient.open(endpoint, `flood-${run}-${i}`, encodeConnect(`flood-${run}-${i}`, 0, true, 4), timeoutMs).then(
+      (c) => {
+        clients.push(c);
+        lastConnack = performance.now();
+      },
+      () => {
+        refused++;
+      },
+    ),
+  );
+  await Promise.all(opens);
+  for (const c of clients) c.close();
+  const allConnackedMs = clients.length === 0 ? Number.NaN : lastConnack - start;
+  return {
+    broker: broker.name,
+    connections,
+    accepted: clients.length,
+    refused,
+    allConnackedMs,
+    rate: (clients.length * 1000) / allConnackedMs,
+  };
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -189,8 +243,10 @@ async function main(): Promise<void> {
       brokers: { type: 'string', default: 'bifro,mosquitto' },
       timeout: { type: 'string', default: '120' },
       'mosquitto-persistence': { type: 'string', default: 'true' },
+      flood: { type: 'string' },
     },
   });
+  if (values.flood !== undefined) return flood(Number(values.flood), Number(values.runs), values.brokers, Number(values.timeout) * 1000);
   const persistenceText = values['mosquitto-persistence'];
   if (persistenceText !== 'true' && persistenceText !== 'false')
     throw new Error(`--mosquitto-persistence must be true or false, got "${persistenceText}"`);
@@ -243,6 +299,45 @@ async function main(): Promise<void> {
         `CONNACK p50 ${m((r) => r.connackP50Ms).toFixed(1)} / p99 ${m((r) => r.connackP99Ms).toFixed(1)} ms   ` +
         `refused ${Math.max(...mine.map((r) => r.refused))}   lost ${Math.max(...mine.map((r) => r.lost))}   duplicates ${Math.max(...mine.map((r) => r.duplicates))}   ` +
         `sessions lost ${Math.max(...mine.map((r) => r.sessionsLost))}\n`,
+    );
+  }
+}
+
+/** `--flood N`: the connect flood of {@link runFlood} against each broker (default configuration), alternating `runs` times. */
+async function flood(requested: number, runs: number, brokerList: string, timeoutMs: number): Promise<void> {
+  const limit = Math.min(readOpenFileLimit('self') ?? 1024, 1_000_000) - 256;
+  const connections = Math.min(requested, limit);
+  if (connections < requested)
+    process.stderr.write(
+      `bench:storm: ${requested} connections asked, ${connections} fit under this process's open-file limit (ulimit -n)\n`,
+    );
+  const brokers = brokerList.split(',').filter((b) => b !== 'mosquitto' || findMosquitto() !== null) as BrokerName[];
+  const results: FloodResult[] = [];
+  try {
+    for (let r = 0; r < runs; r++) {
+      for (const name of r % 2 === 0 ? brokers : [...brokers].reverse()) {
+        const broker = await launchBroker(name, { repoRoot: REPO, cpus: null, readyTimeoutMs: 20_000, mosquittoPersistence: false });
+        try {
+          const result = await runFlood(broker, connections, timeoutMs);
+          results.push(result);
+          process.stderr.write(
+            `  ${name} [${r + 1}]: ${result.accepted} accepted, ${result.refused} refused, ${result.rate.toFixed(0)} conn/s (last CONNACK after ${result.allConnackedMs.toFixed(0)} ms)\n`,
+          );
+        } finally {
+          await broker.stop();
+        }
+      }
+    }
+  } finally {
+    await stopAllBrokers();
+  }
+  const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  process.stdout.write(`connect flood: ${connections} connections from 127.0.0.1 opened at once (median of ${runs})\n`);
+  for (const name of brokers) {
+    const mine = results.filter((r) => r.broker === name);
+    if (mine.length === 0) continue;
+    process.stdout.write(
+      `${name.padEnd(10)} ${median(mine.map((r) => r.rate)).toFixed(0)} conn/s   refused ${Math.max(...mine.map((r) => r.refused))} (most of any run)\n`,
     );
   }
 }

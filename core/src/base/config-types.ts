@@ -81,23 +81,50 @@ export interface MqttConfig {
 export interface SecurityConfig {
   /** Allow listeners on non-loopback hosts while the dev-only allow-all auth is in use (plugins.auth empty). */
   readonly allowAnonymousOnPublicInterfaces: boolean;
-  /** Token bucket per remote address, checked when a connection is accepted. */
+  /** Token bucket per remote address, checked when a connection is accepted (off by default: see `overload`). */
   readonly connectionRate: {
-    /** Connections per second per address; 0 = no limit. */
+    /** Connections per second per address; 0 = no limit (the default). */
     readonly perAddressPerSecond: number;
     /** Connections an address may open at once after being quiet. */
     readonly burst: number;
     /** Most addresses tracked at once (idle ones are swept, the oldest evicted when full). */
     readonly maxTrackedAddresses: number;
   };
-  /** Temporary ban of a client id (per tenant) whose connections keep ending. */
+  /** New connections closed at accept while the broker itself is overloaded, whatever their address. */
+  readonly overload: {
+    /** Event loop lag (ms) above which new connections are shed; 0 = not checked. */
+    readonly maxEventLoopLagMs: number;
+    /** JavaScript heap in use, in per cent of its limit, above which new connections are shed; 0 = not checked. */
+    readonly maxHeapUsedPercent: number;
+  };
+  /**
+   * Temporary ban of a client id (per tenant) stuck in a reconnect loop. Only ends the client did
+   * not ask for count (not its DISCONNECT): a token bucket of `maxDisconnects` refilled at
+   * `maxDisconnects` per `windowSeconds`; an end that finds it empty bans the client id.
+   */
   readonly flapping: {
-    /** Connection ends within the window that ban the client id; 0 = off. */
+    /** Ends tolerated at once (the bucket); 0 = off. */
     readonly maxDisconnects: number;
+    /** The bucket refills completely in this many seconds. */
     readonly windowSeconds: number;
     readonly banSeconds: number;
     /** Most client ids tracked at once. */
     readonly maxTrackedClients: number;
+  };
+  /** Back-off of password guessing: failed logins per login name and per address (docs/security.md § Password guessing). */
+  readonly loginFailures: {
+    /** Failures of one login within the window before its attempts are spaced out (delayed); 0 = off. */
+    readonly perLogin: number;
+    /** Failures from one address within the window before its attempts are spaced out (refused in between); 0 = off. */
+    readonly perAddress: number;
+    /** A count is forgotten this long after its last failure. */
+    readonly windowSeconds: number;
+    /** The first back-off interval; it doubles with every further failure. */
+    readonly backoffMs: number;
+    /** The longest back-off interval, and the longest an attempt is held. */
+    readonly maxBackoffMs: number;
+    /** Most logins, and most addresses, tracked at once. */
+    readonly maxTrackedKeys: number;
   };
 }
 

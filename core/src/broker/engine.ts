@@ -425,6 +425,7 @@ export class Engine implements SessionRegistryHost {
 
   /** Drop every session and timer (broker stop). */
   close(): void {
+    this.gate.close();
     this.storageHealth.close();
     this.limits.close();
     this.redirects.stop();

@@ -37,6 +37,8 @@ Options:
       --force               install the same version again; remove a plugin in use
                                                                  (plugin install, remove)
       --json                print the result as JSON                         (plugin search)
+      --allow-scripts       let npm run the package's install scripts (off: they run
+                            as you, before any check)                  (plugin install)
       --daemon              run in the background, logging to <dataDir>/bifro.log   (start)
       --workers <n>         worker processes sharing the tcp listeners, tenants split
                             between them (docs/multicore.md); default 1      (start)
@@ -86,7 +88,7 @@ repair: reports as check does, then (with --yes, or after a y at the prompt) cop
   plugin: `Usage: bifro plugin list [--config F] [--plugins-dir P]
        bifro plugin verify <dir|name> [--config F] [--plugins-dir P]
        bifro plugin install <name[@range|@version] | file.tgz | folder> [--config F] [--plugins-dir P]
-                            [--registry URL] [--force]
+                            [--registry URL] [--force] [--allow-scripts]
        bifro plugin remove <name> [--config F] [--plugins-dir P] [--force]
        bifro plugin search [words...] [--registry URL] [--json]
 
@@ -95,15 +97,19 @@ list:   the plugins in the plugins directory and plugins.packages, with version,
 verify: runs resolve → manifest → version → import → shape → instantiate → instanceShape → init → close
         on one plugin
         (a folder path, or a package name looked up like the broker does) and reports each phase.
+        Verifying loads the plugin: its code runs, as it does when the broker starts.
 
 install: fetches the package with npm (a name from the registry, a tarball, or a folder packed as
-         npm would publish it; paths start with ./ or / or end in .tgz), installs its runtime
-         dependencies into its own node_modules (not @bifro/spi: the broker shares its own) and
-         verifies it loads, all in a staging folder of the plugins directory; then moves it into
-         place as <pluginsDir>/<name> (@scope/name → scope+name). Refused, leaving the plugins
-         directory as it was: a package without a "bifro" field, an SPI range this broker does
-         not implement, an entry module that does not load. Phases that depend on the plugin's
-         options (instantiate, init) run with empty options: their failures are warnings.
+         npm would publish it; paths start with ./ or / or end in .tgz) and installs its runtime
+         dependencies into its own node_modules (not @bifro/spi: the broker shares its own), all
+         in a staging folder of the plugins directory; then moves it into place as
+         <pluginsDir>/<name> (@scope/name → scope+name). Nothing of the package runs: npm runs
+         no install script (--allow-scripts lets it, for a package you trust that needs them),
+         and the plugin is not loaded. It prints the package's integrity (sha512), the entry
+         module the broker will load and the install scripts declared (run or not). Refused,
+         leaving the plugins directory as it was: a package without a "bifro" field, an SPI
+         range this broker does not implement, an entry module missing from the package.
+         \`bifro plugin verify <name>\` then loads it and checks every phase.
          An installed other version is replaced (upgraded or downgraded); the same version only
          with --force. npm's configuration applies (.npmrc, npm_config_* variables); --registry
          overrides the registry. The broker loads plugins when it starts: restart it to use the
@@ -179,6 +185,7 @@ export const COMMAND_OPTIONS = {
     registry: { type: 'string' },
     force: { type: 'boolean' },
     json: { type: 'boolean' },
+    'allow-scripts': { type: 'boolean' },
   },
 } as const;
 
@@ -198,6 +205,8 @@ export interface CommandArgs {
   readonly force?: boolean;
   /** `plugin search --json`. */
   readonly json?: boolean;
+  /** `plugin install --allow-scripts`: npm runs install scripts. */
+  readonly allowScripts?: boolean;
   /** `storage --path DIR`. */
   readonly path?: string;
   /** `storage repair --yes`. */
@@ -250,6 +259,7 @@ export function parseCommandArgs(command: CommandName, args: readonly string[]):
     ...optional('registry', text('registry')),
     ...(values.force === true ? { force: true } : {}),
     ...(values.json === true ? { json: true } : {}),
+    ...(values['allow-scripts'] === true ? { allowScripts: true } : {}),
     ...optional('path', text('path')),
     ...(values.yes === true ? { yes: true } : {}),
     ...(values['no-backup'] === true ? { noBackup: true } : {}),

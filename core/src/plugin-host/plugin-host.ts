@@ -4,6 +4,7 @@ import { BifroError } from '../base/errors';
 import type { BrokerConfig, PluginRef } from '../base/config-types';
 import { toPluginLogger, type Logger } from '../base/logger';
 import { GuardedAclManager } from './acl-manager';
+import { LoginFailures } from '../security/login-failures';
 import { GuardedAuthManager } from './auth-manager';
 import { GuardedBalancerManager } from './balancer-manager';
 import { CORE_VERSION } from './core-version';
@@ -215,7 +216,7 @@ export async function loadPluginHost(
 
   let closing: Promise<void> | undefined;
   const host: PluginHost = {
-    auth: new GuardedAuthManager(guardsOf('auth')),
+    auth: new GuardedAuthManager(guardsOf('auth'), new LoginFailures(config.security.loginFailures)),
     acl: new GuardedAclManager(guardsOf('acl'), settings, events, log),
     balancer: new GuardedBalancerManager(one('balancer')),
     events,

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,8 +13,8 @@ import { readPluginPackage, type PluginPackage } from './plugin-discovery';
 import { pluginError, type PluginErrorCode } from './plugin-errors';
 import { LOAD_ORDER, refsOf } from './plugin-host';
 import { readManifest } from './plugin-manifest';
+import { entryOf } from './plugin-module';
 import { checkReachable, DEFAULT_REGISTRY, normalizeRegistry, usesProxy } from './plugin-registry';
-import { verifyPlugin, type VerifyStep } from './verify-plugin';
 
 /**
  * `bifro plugin install` and `bifro plugin remove`: a plugin package, from the registry, a
@@ -28,13 +29,16 @@ import { verifyPlugin, type VerifyStep } from './verify-plugin';
  *   1. `npm pack <spec> --ignore-scripts` fetches the package (a registry name, a .tgz, a folder:
  *      npm resolves all three, with the user's npm configuration), then `tar` unpacks it;
  *   2. its package.json must have a valid `bifro` field whose `spi` range accepts this broker;
- *   3. `npm install` installs its runtime dependencies, the plugin itself installed as the one
- *      dependency of a throw-away root (see {@link installDependencies} for why);
- *   4. `verifyPlugin` loads it from the staging folder: a failing resolve, manifest, version,
- *      import or shape phase refuses it; the per-kind phases run with empty options, so their
- *      failures are warnings (the broker passes the config's options);
- *   5. rename into place; an installed older (or newer) version is renamed aside first and
- *      deleted after.
+ *   3. `npm install --ignore-scripts` installs its runtime dependencies, the plugin itself
+ *      installed as the one dependency of a throw-away root (see {@link installDependencies} for
+ *      why); install scripts run only with `allowScripts`;
+ *   4. its entry module must exist. It is not loaded: loading a module runs its top-level code,
+ *      and nothing of the package runs before the operator chooses to (`bifro plugin verify`, or
+ *      the broker's start). The result says what will run: the entry module, and the install
+ *      scripts the package and its dependencies declare (and whether they ran);
+ *   5. rename into place, with an install record ({@link INSTALL_RECORD}: the integrity of the
+ *      package as fetched, its entry, its install scripts); an installed older (or newer)
+ *      version is renamed aside first and deleted after.
  * On any refusal or failure the staging folder is deleted: the plugins directory is as before.
  */
 
@@ -51,8 +55,12 @@ export interface InstallOptions {
   readonly registry?: string;
   /** Install even when the same version is installed. */
   readonly force?: boolean;
-  /** Limit for each factory, init and close of the verification; default 5000 ms. */
-  readonly initTimeoutMs?: number;
+  /**
+   * `--allow-scripts`: let npm run the install scripts (preinstall, install, postinstall, a
+   * native build) of the package and its dependencies. Off by default: they run as the user who
+   * installs, with that user's files and environment, before anything else was checked.
+   */
+  readonly allowScripts?: boolean;
   /** Progress lines (`fetching ...`). */
   readonly onProgress?: (line: string) => void;
 }
@@ -73,12 +81,46 @@ export interface InstallResult {
   readonly previousVersion?: string;
   /** Packages in the plugin's own node_modules (its dependencies, theirs, ...). */
   readonly dependencies: number;
-  /** Verification phases that failed with empty options, and other things worth saying. */
+  /** `sha512-<base64>` of the package tarball as fetched (for a registry package: the registry's `dist.integrity`, which npm checked). */
+  readonly integrity: string;
+  /** The entry module the broker loads, relative to the plugin's folder. */
+  readonly entry: string;
+  /** Install scripts the package and its dependencies declare. */
+  readonly installScripts: readonly InstallScript[];
+  /** Whether npm was let run them (`allowScripts`); otherwise none of them ran. */
+  readonly scriptsRun: boolean;
+  /** Things worth saying (a copy of @bifro/spi removed). */
   readonly warnings: readonly string[];
 }
 
-/** The phases whose failure refuses an install; the per-kind ones depend on the options the config gives. */
-const REFUSING_PHASES: ReadonlySet<string> = new Set(['resolve', 'manifest', 'version', 'import', 'shape']);
+/** An install-time script a package declares: npm runs it on install unless scripts are ignored. */
+export interface InstallScript {
+  /** `name@version` of the package declaring it: the plugin, or one of its dependencies. */
+  readonly package: string;
+  /** `preinstall`, `install`, `postinstall`; `install` is also npm's implicit `node-gyp rebuild` of a binding.gyp. */
+  readonly script: string;
+  readonly command: string;
+}
+
+/** What `bifro plugin install` keeps in the plugin's folder about how it got there (read by `bifro plugin verify`). */
+export interface InstallRecord {
+  readonly spec: string;
+  readonly source: InstallSource;
+  readonly name: string;
+  readonly version: string;
+  readonly integrity: string;
+  readonly entry: string;
+  readonly installScripts: readonly InstallScript[];
+  readonly scriptsRun: boolean;
+  /** ISO time of the install. */
+  readonly installedAt: string;
+}
+
+/** The install record's file in the plugin's folder; written over any file of that name the package ships. */
+export const INSTALL_RECORD = '.bifro-install.json';
+
+/** The npm lifecycle scripts of an install (`prepare` does not run for a package installed from a tarball). */
+const INSTALL_SCRIPTS = ['preinstall', 'install', 'postinstall'] as const;
 
 const SPI_PACKAGE = '@bifro/spi';
 
@@ -153,6 +195,7 @@ export async function installPlugin(spec: string, opts: InstallOptions): Promise
       progress(`fetching ${spec} (${what}) ...`);
     }
     const tarball = await pack(spec, arg, staging, [...registryArgs], npm);
+    const integrity = await integrityOf(tarball);
     const unpacked = path.join(staging, 'package');
     await untar(tarball, unpacked, spec);
 
@@ -187,15 +230,18 @@ export async function installPlugin(spec: string, opts: InstallOptions): Promise
     // 4. Its runtime dependencies.
     const warnings: string[] = [];
     let staged = unpacked;
-    const needs = npmWork(await readJson(path.join(unpacked, 'package.json')));
+    const allowScripts = opts.allowScripts === true;
+    const needs = npmWork(await readJson(path.join(unpacked, 'package.json')), allowScripts);
     if (needs.install) {
-      progress(`installing dependencies of ${id} (npm install --omit=dev) ...`);
+      progress(
+        `installing dependencies of ${id} (npm install --omit=dev${allowScripts ? ', install scripts allowed' : ' --ignore-scripts'}) ...`,
+      );
       // Unscoped dependencies come from the default registry: fail fast when it does not answer.
       if (needs.fromDefaultRegistry) {
         const values = await loadConfig();
         if (!usesProxy(values, opts.env)) await checkReachable(normalizeRegistry(values.get('registry') ?? DEFAULT_REGISTRY));
       }
-      staged = await installDependencies(pkg, tarball, staging, [...registryArgs], npm);
+      staged = await installDependencies(pkg, tarball, staging, [...registryArgs, ...(allowScripts ? [] : ['--ignore-scripts'])], npm);
     }
     const spiCopy = path.join(staged, 'node_modules', ...SPI_PACKAGE.split('/'));
     if ((await fs.stat(spiCopy).catch(() => undefined)) !== undefined) {
@@ -203,27 +249,21 @@ export async function installPlugin(spec: string, opts: InstallOptions): Promise
       warnings.push(`removed ${SPI_PACKAGE} from the plugin's node_modules: the broker shares its own copy with every plugin`);
     }
 
-    // 5. Does it load?
-    progress(`verifying ${id} ...`);
-    const report = await verifyPlugin(staged, {
-      pluginsDir: opts.pluginsDir,
-      cwd: opts.cwd,
-      ...(opts.initTimeoutMs === undefined ? {} : { initTimeoutMs: opts.initTimeoutMs }),
-    });
-    const failed = report.steps.filter((s) => s.status === 'failed');
-    const refusing = failed.find((s) => REFUSING_PHASES.has(s.phase));
-    if (refusing !== undefined) {
-      const code = (refusing.code ?? 'BIFRO_PLUGIN_INSTALL_FAILED') as PluginErrorCode;
-      // The staging folder is gone when the user reads this: name the package as given instead.
-      const message = withoutCode(refusing.message ?? 'failed', code)
-        .split(staged)
-        .join(source === 'folder' ? arg : id);
-      throw installError(code, `cannot install ${id}: phase ${refusing.phase} failed: ${message}`, {
-        plugin: pkg.name,
-        phase: refusing.phase,
-      });
-    }
-    for (const step of failed) warnings.push(optionsWarning(step));
+    // 5. What will run. Nothing of the package is loaded here: loading runs its top-level code.
+    const entry = await checkEntry({ ...pkg, dir: staged }, manifest, id);
+    const installScripts = await declaredInstallScripts(staged);
+    const record: InstallRecord = {
+      spec,
+      source,
+      name: pkg.name,
+      version: pkg.version,
+      integrity,
+      entry,
+      installScripts,
+      scriptsRun: allowScripts,
+      installedAt: new Date().toISOString(),
+    };
+    await fs.writeFile(path.join(staged, INSTALL_RECORD), `${JSON.stringify(record, null, 2)}\n`);
 
     // 6. Into place.
     const dependencies = await countPackages(path.join(staged, 'node_modules'));
@@ -250,6 +290,10 @@ export async function installPlugin(spec: string, opts: InstallOptions): Promise
       action: existing === undefined ? 'installed' : actionOf(existing.version, pkg.version),
       ...(existing === undefined ? {} : { previousVersion: existing.version }),
       dependencies,
+      integrity,
+      entry,
+      installScripts,
+      scriptsRun: allowScripts,
       warnings,
     };
   } finally {
@@ -418,10 +462,13 @@ function checkManifest(pkg: PluginPackage, id: string, spec: string, dir: string
 }
 
 /**
- * Whether npm has anything to do (dependencies to fetch, or install scripts of the plugin itself),
- * and whether some dependency comes from the default registry (an unscoped name).
+ * Whether npm has anything to do (dependencies to fetch, or, when allowed, install scripts of the
+ * plugin itself), and whether some dependency comes from the default registry (an unscoped name).
  */
-function npmWork(json: Record<string, unknown>): { readonly install: boolean; readonly fromDefaultRegistry: boolean } {
+function npmWork(
+  json: Record<string, unknown>,
+  allowScripts: boolean,
+): { readonly install: boolean; readonly fromDefaultRegistry: boolean } {
   const deps = (field: string): string[] =>
     typeof json[field] === 'object' && json[field] !== null ? Object.keys(json[field] as Record<string, unknown>) : [];
   const bundled = new Set<string>();
@@ -430,10 +477,13 @@ function npmWork(json: Record<string, unknown>): { readonly install: boolean; re
     for (const name of list) if (typeof name === 'string') bundled.add(name);
   }
   const scripts = (typeof json.scripts === 'object' && json.scripts !== null ? json.scripts : {}) as Record<string, unknown>;
-  const own = ['preinstall', 'install', 'postinstall'].some((s) => typeof scripts[s] === 'string') || json.gypfile === true;
+  const own = allowScripts && (INSTALL_SCRIPTS.some((s) => typeof scripts[s] === 'string') || json.gypfile === true);
   const fetched = [...deps('dependencies'), ...deps('optionalDependencies')].filter((d) => d !== SPI_PACKAGE && !bundled.has(d));
   // Bundled dependencies are in the tarball, but their install scripts (a native build) run only in npm install.
-  return { install: own || fetched.length > 0 || bundled.size > 0, fromDefaultRegistry: fetched.some((d) => !d.startsWith('@')) };
+  return {
+    install: own || fetched.length > 0 || (allowScripts && bundled.size > 0),
+    fromDefaultRegistry: fetched.some((d) => !d.startsWith('@')),
+  };
 }
 
 /**
@@ -443,8 +493,9 @@ function npmWork(json: Record<string, unknown>): { readonly install: boolean; re
  * --omit=dev too: they are only not written), which fails for an unpublished `@bifro/spi` (a
  * dev dependency in docs/plugin-authoring.md) and fetches a whole toolchain, and it would run
  * the root's `prepare` (a build, without its devDependencies). As a dependency it is installed
- * exactly as `npm install <plugin>` would: its own and its dependencies' install scripts run
- * (npm's `ignore-scripts` setting is honoured; a native dependency needs them), `prepare` does not.
+ * exactly as `npm install <plugin>` would, except that the caller passes `--ignore-scripts`
+ * unless the operator allowed scripts: then its own and its dependencies' install scripts run
+ * (npm's `ignore-scripts` setting is honoured; a native dependency needs them). `prepare` never does.
  *
  * - `--install-strategy=shallow` keeps the root's node_modules to the plugin alone and puts its
  *   dependencies in the plugin's own node_modules (how `npm install -g` lays packages out).
@@ -529,9 +580,75 @@ function actionOf(previous: string, next: string): InstallAction {
   return order > 0 ? 'upgraded' : order < 0 ? 'downgraded' : 'reinstalled';
 }
 
-function optionsWarning(step: VerifyStep): string {
-  const code = step.code ?? 'BIFRO_PLUGIN_VERIFY_FAILED';
-  return `phase ${step.phase}${step.kind === undefined ? '' : ` (${step.kind})`} failed with empty options: ${code}: ${withoutCode(step.message ?? 'failed', code)} (the broker passes the options of the config; check with \`bifro plugin verify\` once configured)`;
+/** The Subresource Integrity string npm uses (`sha512-<base64>`) of a tarball. */
+async function integrityOf(tarball: string): Promise<string> {
+  return `sha512-${createHash('sha512')
+    .update(await fs.readFile(tarball))
+    .digest('base64')}`;
+}
+
+/**
+ * The entry module the broker will load, relative to the plugin folder; refused when it is
+ * missing (an unbuilt package). Resolved as a path only: nothing is loaded.
+ */
+async function checkEntry(pkg: PluginPackage, manifest: ReturnType<typeof readManifest>, id: string): Promise<string> {
+  const entry = entryOf(pkg, manifest);
+  let file: string;
+  try {
+    file = require.resolve(entry);
+  } catch (err) {
+    throw pluginError(
+      'BIFRO_PLUGIN_IMPORT_FAILED',
+      `cannot install ${id}: its entry module ${path.relative(pkg.dir, entry)} is not in the package; is the plugin built?`,
+      { phase: 'import', plugin: pkg.name },
+      err,
+    );
+  }
+  return path.relative(pkg.dir, file).split(path.sep).join('/');
+}
+
+/**
+ * The install scripts declared by the plugin (the folder itself) and by every package of its
+ * node_modules, nested ones too: a `binding.gyp` without an `install` script is npm's implicit
+ * `node-gyp rebuild`.
+ */
+async function declaredInstallScripts(dir: string): Promise<InstallScript[]> {
+  const found: InstallScript[] = [];
+  const visit = async (pkgDir: string): Promise<void> => {
+    const json = await readJson(path.join(pkgDir, 'package.json')).catch(() => undefined);
+    if (json === undefined) return;
+    const id = `${typeof json.name === 'string' ? json.name : path.basename(pkgDir)}@${typeof json.version === 'string' ? json.version : '?'}`;
+    const scripts = (typeof json.scripts === 'object' && json.scripts !== null ? json.scripts : {}) as Record<string, unknown>;
+    for (const script of INSTALL_SCRIPTS) {
+      const command = scripts[script];
+      if (typeof command === 'string' && command.trim() !== '') found.push({ package: id, script, command });
+    }
+    const gyp = json.gypfile === true || (await fs.stat(path.join(pkgDir, 'binding.gyp')).catch(() => undefined)) !== undefined;
+    if (gyp && typeof scripts.install !== 'string' && typeof scripts.preinstall !== 'string')
+      found.push({ package: id, script: 'install', command: 'node-gyp rebuild (implicit: the package has a binding.gyp)' });
+    await visitModules(path.join(pkgDir, 'node_modules'));
+  };
+  const visitModules = async (nodeModules: string): Promise<void> => {
+    const entries = await fs.readdir(nodeModules, { withFileTypes: true }).catch(() => []);
+    for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+      if (entry.name.startsWith('.') || !(entry.isDirectory() || entry.isSymbolicLink())) continue;
+      const sub = path.join(nodeModules, entry.name);
+      if (entry.name.startsWith('@')) await visitModules(sub);
+      else await visit(sub);
+    }
+  };
+  await visit(dir);
+  return found;
+}
+
+/** The install record of a plugin folder; undefined when it was not installed by `bifro plugin install` (or the record is unreadable). */
+export async function readInstallRecord(dir: string): Promise<InstallRecord | undefined> {
+  try {
+    const json = (await readJson(path.join(dir, INSTALL_RECORD))) as Partial<InstallRecord>;
+    return typeof json.integrity === 'string' && typeof json.name === 'string' ? (json as InstallRecord) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 async function rename(from: string, to: string, what: string): Promise<void> {

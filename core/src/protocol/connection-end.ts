@@ -17,13 +17,13 @@ export interface ConnectionEnd {
 
 /**
  * The broker's side of a connected client's end: the tenant's connection count, flapping
- * detection (security.flapping; not at shutdown), the session's disconnect (will, expiry) when
+ * detection (security.flapping; not at shutdown, not after the client's DISCONNECT), the session's disconnect (will, expiry) when
  * this connection still served it, and exactly one disconnect event.
  */
 export function connectionEnded(engine: Engine, end: ConnectionEnd): void {
   const { client, session, cause, remoteAddress } = end;
   engine.usage.add(client.tenantId, 'TotalConnections', -1);
-  if (!engine.shuttingDown) engine.gate.disconnected(client);
+  if (!engine.shuttingDown) engine.gate.disconnected(client, cause !== undefined && cause !== 'reported' && cause.type === 'byClient');
   // A cluster node whose lease ran out (paused, cut off) lets its sessions go first, this one's
   // included: its will and expiry are then the next owner's, not this node's.
   const serving = engine.topology.serving();

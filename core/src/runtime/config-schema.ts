@@ -87,11 +87,23 @@ export interface RawConfig {
       readonly burst?: number;
       readonly maxTrackedAddresses?: number;
     } | null;
+    readonly overload?: {
+      readonly maxEventLoopLagMs?: number;
+      readonly maxHeapUsedPercent?: number;
+    } | null;
     readonly flapping?: {
       readonly maxDisconnects?: number;
       readonly windowSeconds?: number;
       readonly banSeconds?: number;
       readonly maxTrackedClients?: number;
+    } | null;
+    readonly loginFailures?: {
+      readonly perLogin?: number;
+      readonly perAddress?: number;
+      readonly windowSeconds?: number;
+      readonly backoffMs?: number;
+      readonly maxBackoffMs?: number;
+      readonly maxTrackedKeys?: number;
     } | null;
   } | null;
   readonly log?: {
@@ -234,7 +246,7 @@ export const CONFIG_SCHEMA = {
     },
     security: {
       type: ['object', 'null'],
-      expected: 'a map {allowAnonymousOnPublicInterfaces, connectionRate, flapping}',
+      expected: 'a map {allowAnonymousOnPublicInterfaces, connectionRate, overload, flapping, loginFailures}',
       additionalProperties: false,
       properties: {
         allowAnonymousOnPublicInterfaces: BOOLEAN,
@@ -248,15 +260,37 @@ export const CONFIG_SCHEMA = {
             maxTrackedAddresses: integer(1000, 100000000, ' (addresses)'),
           },
         },
+        overload: {
+          type: ['object', 'null'],
+          expected: 'a map {maxEventLoopLagMs, maxHeapUsedPercent}',
+          additionalProperties: false,
+          properties: {
+            maxEventLoopLagMs: integer(0, 3600000, ' (milliseconds; 0 = not checked)'),
+            maxHeapUsedPercent: integer(0, 100, ' (per cent of the heap limit; 0 = not checked)'),
+          },
+        },
         flapping: {
           type: ['object', 'null'],
           expected: 'a map {maxDisconnects, windowSeconds, banSeconds, maxTrackedClients}',
           additionalProperties: false,
           properties: {
-            maxDisconnects: integer(0, 1000000, ' (disconnects; 0 = no flapping detection)'),
-            windowSeconds: integer(1, 86400, ' (seconds)'),
+            maxDisconnects: integer(0, 1000000, ' (disconnects tolerated at once; 0 = no flapping detection)'),
+            windowSeconds: integer(1, 86400, ' (seconds to refill maxDisconnects)'),
             banSeconds: integer(1, 604800, ' (seconds)'),
             maxTrackedClients: integer(1000, 100000000, ' (client ids)'),
+          },
+        },
+        loginFailures: {
+          type: ['object', 'null'],
+          expected: 'a map {perLogin, perAddress, windowSeconds, backoffMs, maxBackoffMs, maxTrackedKeys}',
+          additionalProperties: false,
+          properties: {
+            perLogin: integer(0, 1000000, ' (failed logins; 0 = no back-off per login)'),
+            perAddress: integer(0, 1000000, ' (failed logins; 0 = no back-off per address)'),
+            windowSeconds: integer(1, 86400, ' (seconds)'),
+            backoffMs: milliseconds(1, 600000),
+            maxBackoffMs: milliseconds(1, 600000),
+            maxTrackedKeys: integer(1000, 100000000, ' (logins and addresses)'),
           },
         },
       },

@@ -271,6 +271,8 @@ function buildSecurity(raw: RawConfig['security']): SecurityConfig {
   const d = DEFAULT_SECURITY;
   const rate = raw?.connectionRate ?? {};
   const flap = raw?.flapping ?? {};
+  const overload = raw?.overload ?? {};
+  const login = raw?.loginFailures ?? {};
   return {
     allowAnonymousOnPublicInterfaces: raw?.allowAnonymousOnPublicInterfaces ?? d.allowAnonymousOnPublicInterfaces,
     connectionRate: {
@@ -278,11 +280,23 @@ function buildSecurity(raw: RawConfig['security']): SecurityConfig {
       burst: rate.burst ?? d.connectionRate.burst,
       maxTrackedAddresses: rate.maxTrackedAddresses ?? d.connectionRate.maxTrackedAddresses,
     },
+    overload: {
+      maxEventLoopLagMs: overload.maxEventLoopLagMs ?? d.overload.maxEventLoopLagMs,
+      maxHeapUsedPercent: overload.maxHeapUsedPercent ?? d.overload.maxHeapUsedPercent,
+    },
     flapping: {
       maxDisconnects: flap.maxDisconnects ?? d.flapping.maxDisconnects,
       windowSeconds: flap.windowSeconds ?? d.flapping.windowSeconds,
       banSeconds: flap.banSeconds ?? d.flapping.banSeconds,
       maxTrackedClients: flap.maxTrackedClients ?? d.flapping.maxTrackedClients,
+    },
+    loginFailures: {
+      perLogin: login.perLogin ?? d.loginFailures.perLogin,
+      perAddress: login.perAddress ?? d.loginFailures.perAddress,
+      windowSeconds: login.windowSeconds ?? d.loginFailures.windowSeconds,
+      backoffMs: login.backoffMs ?? d.loginFailures.backoffMs,
+      maxBackoffMs: login.maxBackoffMs ?? d.loginFailures.maxBackoffMs,
+      maxTrackedKeys: login.maxTrackedKeys ?? d.loginFailures.maxTrackedKeys,
     },
   };
 }

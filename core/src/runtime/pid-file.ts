@@ -1,10 +1,15 @@
-import { promises as fs, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { promises as fs, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { BifroError, defineErrors } from '../base/errors';
 
 /**
  * The pid file of a running broker: one line holding the process id, so `kill $(cat bifro.pid)`
  * works. Created exclusively (O_EXCL), so two brokers started at once cannot both claim it.
+ *
+ * A live pid is not enough to call the file's writer running: after a crash and a container or
+ * host restart, the pid is often reused by another process (PID 1 of the new container, a shell).
+ * {@link pidHolder} tells a broker from another process by its command line and start time.
  */
 
 export const PID_FILE_ERRORS = defineErrors({
@@ -48,6 +53,107 @@ function isZombie(pid: number): boolean {
   }
 }
 
+/** Who holds a pid file: a live broker, nobody (the pid has exited), or another process reusing the pid. */
+export type PidHolder =
+  | { readonly state: 'broker' }
+  | { readonly state: 'exited' }
+  /** `reason`: what tells it is not the broker that wrote the file (its command line, its start time). */
+  | { readonly state: 'other'; readonly reason: string };
+
+/**
+ * Whether the live process `pid` is the broker that wrote `file`. It is another process when its
+ * command line runs no bifro entry script (Linux: /proc/<pid>/cmdline; elsewhere `ps`), or when it
+ * started after the file was written (Linux: /proc/<pid>/stat), as PID 1 of a restarted container
+ * does. When neither can be read (Windows, /proc hidden), it is taken for the broker: refusing to
+ * start is recoverable, two brokers on one data directory are not.
+ */
+export function pidHolder(pid: number, file: string): PidHolder {
+  if (!isRunning(pid)) return { state: 'exited' };
+  const argv = commandLineOf(pid);
+  if (argv !== undefined && !argv.some(isBifroEntry)) {
+    return { state: 'other', reason: `pid ${pid} is not a bifro process (${shortCommand(argv)})` };
+  }
+  const started = startTimeOf(pid);
+  const written = mtimeOf(file);
+  if (started !== undefined && written !== undefined && started > written + START_SLACK_MS) {
+    const after = Math.round((started - written) / 1000);
+    return {
+      state: 'other',
+      reason: `pid ${pid} started ${after} s after the pid file was written: it is another process reusing the pid`,
+    };
+  }
+  return { state: 'broker' };
+}
+
+/** /proc/stat's boot time has a one-second resolution; the pid file is written after the process starts. */
+const START_SLACK_MS = 2000;
+
+/**
+ * The scripts a broker runs as: `bifro` (the npm bin, `npx bifro`), `bifro.js` (core/bin), or
+ * `.../dist/cli/main.js` (`npm start`, the daemon's child, test helpers). Only the file name is
+ * compared (and the last folders of main.js): a checkout folder called bifro says nothing.
+ */
+function isBifroEntry(arg: string): boolean {
+  const base = arg.split(/[\\/]/).pop() ?? '';
+  return /^bifro(\.js|\.cmd)?$/i.test(base) || /[\\/]dist[\\/]cli[\\/]main\.js$/.test(arg);
+}
+
+function shortCommand(argv: readonly string[]): string {
+  const text = argv.join(' ');
+  return text.length <= 80 ? text : `${text.slice(0, 77)}...`;
+}
+
+/** The arguments of a process (argv[0] first); undefined when they cannot be read. */
+function commandLineOf(pid: number): string[] | undefined {
+  try {
+    const raw = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    // A kernel thread or a zombie has an empty command line: nothing to tell by.
+    const argv = raw.split('\0').filter((a) => a !== '');
+    return argv.length === 0 ? undefined : argv;
+  } catch {
+    // No /proc (macOS, the BSDs): ps prints the command line, split on white space.
+  }
+  if (process.platform === 'win32') return undefined;
+  try {
+    const out = execFileSync('ps', ['-o', 'args=', '-p', String(pid)], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 2000,
+    });
+    const argv = out
+      .trim()
+      .split(/\s+/)
+      .filter((a) => a !== '');
+    return argv.length === 0 ? undefined : argv;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Linux: when the process started (ms since the epoch), from its start tick in /proc/<pid>/stat and the boot time. */
+function startTimeOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces and parentheses): state is field 3, starttime field 22.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[19]);
+    const btime = /^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1];
+    if (!Number.isFinite(ticks) || btime === undefined) return undefined;
+    // USER_HZ is 100 on every Linux architecture Node runs on.
+    return Number(btime) * 1000 + (ticks / 100) * 1000;
+  } catch {
+    return undefined;
+  }
+}
+
+function mtimeOf(file: string): number | undefined {
+  try {
+    return statSync(file).mtimeMs;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Reads the pid; undefined when the file does not exist.
  * @throws BifroError BIFRO_PID_INVALID when the file holds something else.
@@ -72,10 +178,12 @@ export async function readPidFile(file: string): Promise<number | undefined> {
 
 /**
  * Writes `pid` (default: this process) to the file, creating its directory. A pid file left by a
- * process that is gone (or by this very process) is replaced.
- * @throws BifroError BIFRO_PID_ALREADY_RUNNING naming the pid and the file when a live process holds it.
+ * process that is gone (or by this very process) is replaced; so is one naming a live process
+ * that is not the broker which wrote it ({@link pidHolder}): the returned warning says which.
+ * @throws BifroError BIFRO_PID_ALREADY_RUNNING naming the pid and the file when a live broker holds it.
  */
-export async function writePidFile(file: string, pid: number = process.pid): Promise<void> {
+export async function writePidFile(file: string, pid: number = process.pid): Promise<string | undefined> {
+  let warning: string | undefined;
   try {
     await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
   } catch (err) {
@@ -84,7 +192,7 @@ export async function writePidFile(file: string, pid: number = process.pid): Pro
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       await fs.writeFile(file, `${pid}\n`, { flag: 'wx', mode: 0o600 });
-      return;
+      return warning;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw writeFailed(file, err);
     }
@@ -95,11 +203,15 @@ export async function writePidFile(file: string, pid: number = process.pid): Pro
       if (!(err instanceof BifroError)) throw writeFailed(file, err);
       holder = undefined; // damaged: nobody can be holding it
     }
-    if (holder !== undefined && holder !== pid && isRunning(holder)) {
-      throw new BifroError('BIFRO_PID_ALREADY_RUNNING', `a broker is already running with pid ${holder} (pid file ${file})`, {
-        file,
-        pid: holder,
-      });
+    if (holder !== undefined && holder !== pid) {
+      const who = pidHolder(holder, file);
+      if (who.state === 'broker') {
+        throw new BifroError('BIFRO_PID_ALREADY_RUNNING', `a broker is already running with pid ${holder} (pid file ${file})`, {
+          file,
+          pid: holder,
+        });
+      }
+      if (who.state === 'other') warning = `took over the stale pid file ${file}: ${who.reason}`;
     }
     await fs.rm(file, { force: true });
   }

@@ -1,3 +1,5 @@
+import { getHeapStatistics } from 'node:v8';
+import { performance } from 'node:perf_hooks';
 import { sessionListKey, type EventDetailValue, type EventType } from '@bifro/spi';
 import type { Clock } from '../base/clock';
 import type { SecurityConfig } from '../base/config-types';
@@ -6,13 +8,17 @@ import type { Logger } from '../base/logger';
 /**
  * Connection floods and flapping (docs/security.md § Connection floods and flapping):
  *
- * - {@link AddressRateLimiter}: a token bucket per remote address, asked once per accepted TCP
- *   connection (after the PROXY header when the listener expects one, before TLS and MQTT). Over
- *   the limit the socket is closed before any CONNECT work.
- * - {@link FlapDetector}: counts the ends of connected sessions per tenant and client id; too many
- *   within a window bans the client id for a while (CONNACK 0x8A Banned, v3 0x05).
+ * - {@link OverloadProbe}: event loop lag and heap use, sampled on a timer; while either is above
+ *   its limit every new connection is closed at accept, whatever its address. This is the default
+ *   shedding: a fleet behind one NAT address is served as long as the broker has capacity.
+ * - {@link AddressRateLimiter}: a token bucket per remote address (off by default), asked once
+ *   per accepted TCP connection (after the PROXY header when the listener expects one, before TLS
+ *   and MQTT). Over the limit the socket is closed before any CONNECT work.
+ * - {@link FlapDetector}: a token bucket per tenant and client id, taken by the ends of connected
+ *   sessions the client did not ask for; an end that finds it empty bans the client id for a
+ *   while (CONNACK 0x8A Banned, v3 0x05).
  *
- * Both keep bounded tables (swept of idle entries, oldest evicted when full) and take a clock so
+ * The tables are bounded (swept of idle entries, oldest evicted when full) and take a clock so
  * tests do not sleep.
  */
 
@@ -126,8 +132,9 @@ export class AddressRateLimiter {
 }
 
 export interface FlapLimits {
-  /** Connection ends within the window that ban the client id; 0 = no flapping detection. */
+  /** Ends tolerated at once (the bucket); 0 = no flapping detection. */
   readonly maxDisconnects: number;
+  /** The bucket refills completely in this many seconds. */
   readonly windowSeconds: number;
   readonly banSeconds: number;
   /** Most client ids tracked at once. */
@@ -135,15 +142,23 @@ export interface FlapLimits {
 }
 
 interface FlapEntry {
-  windowStart: number;
-  count: number;
+  tokens: number;
+  /** When `tokens` was last brought up to date. */
+  last: number;
   /** 0: not banned. */
   bannedUntil: number;
 }
 
-/** Counts connection ends per key (tenant + client id) in a fixed window; too many bans the key. */
+/**
+ * A token bucket per key (tenant + client id): each end takes a token, the bucket refills at
+ * `maxDisconnects` per `windowSeconds`, and an end that finds no token bans the key. A burst of
+ * ends that stops (a test suite reusing a client id across its tests) is absorbed; only a loop
+ * that keeps ending connections faster than the refill, for long enough to drain the bucket, is
+ * banned. A fixed window would ban the burst and let a loop just under its count run for ever.
+ */
 export class FlapDetector {
   private readonly entries = new Map<string, FlapEntry>();
+  private readonly perMs: number;
   private readonly windowMs: number;
   private readonly banMs: number;
   private lastSweep: number;
@@ -153,6 +168,7 @@ export class FlapDetector {
     private readonly clock: Clock = Date.now,
   ) {
     this.windowMs = limits.windowSeconds * 1000;
+    this.perMs = limits.maxDisconnects / this.windowMs;
     this.banMs = limits.banSeconds * 1000;
     this.lastSweep = clock();
   }
@@ -176,7 +192,7 @@ export class FlapDetector {
     return 0;
   }
 
-  /** A connected client's connection ended. Returns true when this end starts a ban. */
+  /** A connected client's connection ended without its asking. Returns true when this end starts a ban. */
   disconnected(key: string): boolean {
     if (!this.enabled) return false;
     const now = this.clock();
@@ -184,23 +200,28 @@ export class FlapDetector {
     let entry = this.entries.get(key);
     if (entry === undefined) {
       this.makeRoom(now);
-      entry = { windowStart: now, count: 0, bannedUntil: 0 };
+      entry = { tokens: this.limits.maxDisconnects, last: now, bannedUntil: 0 };
       this.entries.set(key, entry);
     }
     if (entry.bannedUntil > now) return false;
-    if (now - entry.windowStart >= this.windowMs) {
-      entry.windowStart = now;
-      entry.count = 0;
+    if (now > entry.last) {
+      entry.tokens = Math.min(this.limits.maxDisconnects, entry.tokens + (now - entry.last) * this.perMs);
+      entry.last = now;
     }
-    if (++entry.count < this.limits.maxDisconnects) return false;
+    if (entry.tokens >= 1) {
+      entry.tokens -= 1;
+      return false;
+    }
+    // After the ban the client id starts again with a full bucket.
     entry.bannedUntil = now + this.banMs;
-    entry.count = 0;
-    entry.windowStart = now;
+    entry.tokens = this.limits.maxDisconnects;
+    entry.last = entry.bannedUntil;
     return true;
   }
 
+  /** Not banned, and the bucket is full again: as good as absent. */
   private idle(entry: FlapEntry, now: number): boolean {
-    return entry.bannedUntil <= now && now - entry.windowStart >= this.windowMs;
+    return entry.bannedUntil <= now && now - entry.last >= this.windowMs;
   }
 
   private sweep(now: number): void {
@@ -212,6 +233,71 @@ export class FlapDetector {
     if (this.entries.size < this.limits.maxTrackedClients) return;
     if (now - this.lastSweep >= FULL_SWEEP_INTERVAL_MS) this.sweep(now);
     while (this.entries.size >= this.limits.maxTrackedClients) this.entries.delete(this.entries.keys().next().value!);
+  }
+}
+
+export interface OverloadLimits {
+  /** Event loop lag (ms) above which new connections are shed; 0 = not checked. */
+  readonly maxEventLoopLagMs: number;
+  /** Heap in use, in per cent of the heap limit, above which new connections are shed; 0 = not checked. */
+  readonly maxHeapUsedPercent: number;
+}
+
+/** How often the probe samples: the lag it sees is how late this timer fired. */
+export const PROBE_INTERVAL_MS = 100;
+
+/** Why the broker is overloaded, as logged and reported. */
+export interface OverloadState {
+  readonly eventLoopLagMs: number;
+  readonly heapUsedPercent: number;
+}
+
+/**
+ * Samples the broker's own load every {@link PROBE_INTERVAL_MS}: the event loop lag (how late its
+ * timer fired) and the heap in use. The timer runs in the timers phase, before the accepts of the
+ * same loop turn are polled, so connections that queued up while the loop was stuck are seen with
+ * the lag that held them. The verdict lasts until the next sample: shedding stops as soon as the
+ * loop keeps time again. The timer is unref'd and stopped by {@link close}.
+ */
+export class OverloadProbe {
+  private timer: NodeJS.Timeout | undefined;
+  private expected = 0;
+  private state: OverloadState | undefined;
+
+  constructor(readonly limits: OverloadLimits) {
+    if (!this.enabled) return;
+    this.expected = performance.now() + PROBE_INTERVAL_MS;
+    this.timer = setInterval(() => this.sample(), PROBE_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  get enabled(): boolean {
+    return this.limits.maxEventLoopLagMs > 0 || this.limits.maxHeapUsedPercent > 0;
+  }
+
+  /** The load that makes the broker shed new connections now, or undefined when it has capacity. */
+  get overloaded(): OverloadState | undefined {
+    return this.state;
+  }
+
+  close(): void {
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer = undefined;
+    this.state = undefined;
+  }
+
+  private sample(): void {
+    const now = performance.now();
+    const eventLoopLagMs = Math.max(0, Math.round(now - this.expected));
+    this.expected = now + PROBE_INTERVAL_MS;
+    let heapUsedPercent = 0;
+    if (this.limits.maxHeapUsedPercent > 0) {
+      const heap = getHeapStatistics();
+      heapUsedPercent = Math.round((heap.used_heap_size * 100) / heap.heap_size_limit);
+    }
+    const lagging = this.limits.maxEventLoopLagMs > 0 && eventLoopLagMs > this.limits.maxEventLoopLagMs;
+    const full = this.limits.maxHeapUsedPercent > 0 && heapUsedPercent >= this.limits.maxHeapUsedPercent;
+    this.state = lagging || full ? { eventLoopLagMs, heapUsedPercent } : undefined;
   }
 }
 
@@ -227,10 +313,13 @@ export interface GateClient {
   readonly remoteAddress: string;
 }
 
-/** The broker's connection gate: the address rate limiter and the flap detector, with their logs and events. */
+/** The broker's connection gate: the overload probe, the address rate limiter and the flap detector, with their logs and events. */
 export class ConnectionGate {
+  readonly overload: OverloadProbe;
   readonly rate: AddressRateLimiter;
   readonly flapping: FlapDetector;
+  /** Connections closed at accept because the broker was overloaded, since start. */
+  overloadRefused = 0;
   /** Connections closed at accept by the rate limit, since start. */
   rateRefused = 0;
   /** CONNECTs refused because their client id is banned, since start. */
@@ -242,14 +331,28 @@ export class ConnectionGate {
     config: SecurityConfig,
     private readonly logger: Logger,
     private readonly emit: GateEmit,
-    clock: Clock = Date.now,
+    private readonly clock: Clock = Date.now,
   ) {
+    this.overload = new OverloadProbe(config.overload);
     this.rate = new AddressRateLimiter(config.connectionRate, clock);
     this.flapping = new FlapDetector(config.flapping, clock);
   }
 
+  /** Last connection shed for overload (0: none yet): refusals less than RATE_EPISODE_GAP_MS apart are one episode. */
+  private overloadRefusedAt = 0;
+
+  /** Stops the overload probe's timer (broker stop). */
+  close(): void {
+    this.overload.close();
+  }
+
   /** A new connection from `remoteAddress` on `listener`: whether to serve it (false: close it now). */
   admit(remoteAddress: string, listener: string): boolean {
+    const overloaded = this.overload.overloaded;
+    if (overloaded !== undefined) {
+      this.shedForOverload(overloaded, remoteAddress, listener);
+      return false;
+    }
     const decision = this.rate.admit(remoteAddress);
     if (decision === ADMIT.ok) return true;
     this.rateRefused++;
@@ -262,6 +365,21 @@ export class ConnectionGate {
       this.emit('connectionRateExceeded', undefined, { remoteAddress, listener, perAddressPerSecond, burst });
     }
     return false;
+  }
+
+  /** Closes a connection at accept while the broker is overloaded; the first of an episode is logged at warn and reported. */
+  private shedForOverload(state: OverloadState, remoteAddress: string, listener: string): void {
+    this.overloadRefused++;
+    const now = this.clock();
+    const first = this.overloadRefusedAt === 0 || now - this.overloadRefusedAt >= RATE_EPISODE_GAP_MS;
+    this.overloadRefusedAt = now;
+    if (!first) return;
+    const { maxEventLoopLagMs, maxHeapUsedPercent } = this.overload.limits;
+    this.logger.warn(
+      { remote: remoteAddress, listener, ...state, maxEventLoopLagMs, maxHeapUsedPercent },
+      `broker overloaded (event loop lag ${state.eventLoopLagMs} ms, limit ${maxEventLoopLagMs}; heap ${state.heapUsedPercent} % used, limit ${maxHeapUsedPercent}): new connections are closed at accept (logged once per episode; security.overload)`,
+    );
+    this.emit('connectionRateExceeded', undefined, { remoteAddress, listener, reason: 'overload', ...state });
   }
 
   /**
@@ -282,14 +400,20 @@ export class ConnectionGate {
     return seconds;
   }
 
-  /** A connected client's connection ended (not at shutdown). */
-  disconnected(client: GateClient): void {
-    if (!this.flapping.enabled || !this.flapping.disconnected(sessionListKey(client.tenantId, client.clientId))) return;
+  /**
+   * A connected client's connection ended (not at shutdown). `byClient`: it ended with the
+   * client's own DISCONNECT, which is not a loop the broker needs to contain (a client that
+   * connects, works and disconnects, as test suites do, is never counted). Every other end counts:
+   * the network or the client's socket dropped, the broker closed it (protocol error, keep alive,
+   * takeover by the same client id, kick).
+   */
+  disconnected(client: GateClient, byClient = false): void {
+    if (byClient || !this.flapping.enabled || !this.flapping.disconnected(sessionListKey(client.tenantId, client.clientId))) return;
     this.flappingBans++;
     const { maxDisconnects, windowSeconds, banSeconds } = this.flapping.limits;
     this.logger.warn(
       { tenantId: client.tenantId, clientId: client.clientId, remote: client.remoteAddress, maxDisconnects, windowSeconds, banSeconds },
-      `client "${client.clientId}" of tenant "${client.tenantId}" is flapping (${maxDisconnects} disconnects within ${windowSeconds} s): banned for ${banSeconds} s (security.flapping)`,
+      `client "${client.clientId}" of tenant "${client.tenantId}" is flapping (connections ended without its DISCONNECT more than ${maxDisconnects} times, faster than ${maxDisconnects} per ${windowSeconds} s): banned for ${banSeconds} s (security.flapping)`,
     );
     this.emit('flappingDetected', client, { remoteAddress: client.remoteAddress, disconnects: maxDisconnects, windowSeconds, banSeconds });
   }

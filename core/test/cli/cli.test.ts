@@ -137,6 +137,18 @@ describe('bifro: usage', () => {
     expect(r.stderr).toContain('Usage: bifro');
   });
 
+  it('token create refuses a --tenant no client can log into (exit 2, naming the rule) and accepts a valid one', async () => {
+    for (const tenant of ['acme/x', 'acme x', '.acme', 'a'.repeat(65), '']) {
+      const r = await run(['token', 'create', '--name', 'ops', '--tenant', tenant]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/--tenant .*a tenant id (holds only|is longer|is empty)/);
+      expect(r.stdout).toBe('');
+    }
+    const ok = await run(['token', 'create', '--name', 'ops', '--tenant', 'acme-eu.1']);
+    expect(ok.code).toBe(0);
+    expect(ok.stderr).toContain('tenant: "acme-eu.1"');
+  });
+
   it('exits 2 on an unknown command', async () => {
     const r = await run(['frobnicate']);
     expect(r.code).toBe(2);
@@ -200,6 +212,32 @@ describe('bifro: status and stop without a broker', () => {
     expect(stop.code).toBe(1);
     expect(stop.stderr).toContain('removed stale pid file');
     expect(existsSync(pidFile)).toBe(false);
+  });
+
+  it('a pid file naming a live process that is not a bifro (this test process) does not block: status, stop, start', async () => {
+    mkdirSync(path.join(tmp, 'data'));
+    const pidFile = path.join(tmp, 'data', 'bifro.pid');
+    // As PID 1 after a container restart: the pid runs, but it is not the broker that wrote the file.
+    writeFileSync(pidFile, `${process.pid}\n`);
+    const status = await run(['status', '--data-dir', 'data']);
+    expect(status.code).toBe(3);
+    expect(status.stdout).toContain(`stale pid file ${pidFile} names pid ${process.pid}, but pid ${process.pid} is not a bifro process (`);
+    // stop must not signal it (this very test would be the one stopped).
+    const stop = await run(['stop', '--data-dir', 'data']);
+    expect(stop.code).toBe(1);
+    expect(stop.stderr).toContain(`removed stale pid file ${pidFile} naming pid ${process.pid}: pid ${process.pid} is not a bifro process`);
+    expect(stop.stderr).toContain('it was not signalled');
+    expect(existsSync(pidFile)).toBe(false);
+
+    writeFileSync(pidFile, `${process.pid}\n`);
+    const broker = await startForeground(['--config', writeConfig(), '--port', '0', '--data-dir', 'data']);
+    expect(readFileSync(pidFile, 'utf8').trim()).toBe(String(broker.child.pid));
+    const warning = broker
+      .output()
+      .split('\n')
+      .find((line) => line.includes('took over the stale pid file'));
+    expect(warning).toContain(`took over the stale pid file ${pidFile}: pid ${process.pid} is not a bifro process`);
+    expect(warning).toContain('"level":40');
   });
 });
 

@@ -171,6 +171,34 @@ describe('bifro passwd', () => {
     expect(await pluginSays(file, 'alice', 'a')).toBe('ok default/alice {}');
   });
 
+  it('refuses a default-tenant user name with "/", whose login would collide with a tenant-qualified one; -D still removes one', async () => {
+    await passwd(['-c', '--password-stdin', '--tenant', 'acme', 'passwd', 'bob'], 'acme-pw\n');
+    const before = readFileSync(file, 'utf8');
+    const r = await passwd(['--password-stdin', 'passwd', 'acme/bob'], 'pw\n');
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(
+      'error BIFRO_AUTH_FILE_INVALID: user name "acme/bob" contains "/": a user of the default tenant (a line without --tenant) also logs in by its bare name, but the login acme/bob names user "bob" of tenant "acme"',
+    );
+    expect(r.stderr).toContain('`bifro passwd --tenant acme FILE bob`');
+    // Refused before the password is read, and the file is as it was: the plugin still loads it.
+    expect(readFileSync(file, 'utf8')).toBe(before);
+    expect(await pluginSays(file, 'acme/bob', 'acme-pw')).toBe('ok acme/bob {}');
+    // The default tenant named explicitly is the same line.
+    const explicit = await passwd(['--password-stdin', '--tenant', 'default', 'passwd', 'acme/bob'], 'pw\n');
+    expect(explicit.code).toBe(1);
+    expect(explicit.stderr).toContain('a user of tenant default also logs in by its bare name');
+    // In another tenant the login is tenant-qualified (t1/acme/bob): no collision.
+    expect((await passwd(['--password-stdin', '--tenant', 't1', 'passwd', 'acme/bob'], 'pw\n')).code).toBe(0);
+    // A colliding line written by hand (the broker refuses the file) can still be deleted.
+    writeFileSync(
+      file,
+      `${readFileSync(file, 'utf8')}acme/bob:$7$101$KoxdhoyLe72qCyJn$T7xqOZfNfkgltSNfrqY9KG/4z4nxos9pZ/VkskwRdAcm62pgd/ZzECcXlrFr4/7iy9j4Fm0nI2YzHuuIUKrHRQ==\n`,
+    );
+    expect((await passwd(['-D', 'passwd', 'acme/bob'])).code).toBe(0);
+    expect(readFileSync(file, 'utf8')).not.toMatch(/^acme\/bob:/m);
+    expect(await pluginSays(file, 'acme/bob', 'acme-pw')).toBe('ok acme/bob {}');
+  });
+
   it('re-hashes a user of a mosquitto file, including a refused $6$ line, and notes bad lines it leaves', async () => {
     const mos = path.join(tmp, 'mos');
     execFileSync('mosquitto_passwd', ['-H', 'sha512', '-c', '-b', mos, 'old', 'old-pw'], { timeout: 5000 });

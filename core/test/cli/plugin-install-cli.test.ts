@@ -9,10 +9,13 @@ import {
   DEP,
   FUTURE,
   HIDDEN,
+  MARKERS,
   NOT_PLUGIN,
   PLUGIN,
   PLUGIN_FOLDER,
   publishFixtures,
+  SCRIPTED,
+  SCRIPTED_DEP,
   writeFixtures,
   type Fixtures,
 } from '../plugin-host/plugin-install-fixtures';
@@ -96,18 +99,25 @@ describe('bifro plugin install', () => {
     expect(r.code).toBe(0);
     const dir = path.join(plugins, PLUGIN_FOLDER);
     expect(r.stdout).toContain(`fetching ${fx.plugin['1.0.0']} (packing the folder as npm publishes it) ...`);
-    expect(r.stdout).toContain(`installing dependencies of ${PLUGIN}@1.0.0`);
-    expect(r.stdout).toContain(`verifying ${PLUGIN}@1.0.0 ...`);
-    expect(r.stdout).toContain(
-      [
-        `installed ${PLUGIN}@1.0.0`,
-        '  kinds:        events',
-        `  SPI range:    ^1.0.0 (broker SPI ${SPI_VERSION})`,
-        `  folder:       ${dir}`,
-        '  dependencies: 1 package in its node_modules',
-        'The broker loads plugins when it starts: restart it',
-      ].join('\n'),
+    expect(r.stdout).toContain(`installing dependencies of ${PLUGIN}@1.0.0 (npm install --omit=dev --ignore-scripts)`);
+    expect(r.stdout).not.toContain('verifying');
+    expect(r.stdout).toMatch(
+      new RegExp(
+        [
+          `installed ${PLUGIN}@1.0.0`,
+          '  kinds:        events',
+          `  SPI range:    \\^1\\.0\\.0 \\(broker SPI ${SPI_VERSION.replace(/\./g, '\\.')}\\)`,
+          `  folder:       ${dir.replace(/[.+]/g, '\\$&')}`,
+          '  dependencies: 1 package in its node_modules',
+          '  integrity:    sha512-[A-Za-z0-9+/]{86}==',
+          '  entry:        index\\.js \\(the module the broker loads\\)',
+          '  scripts:      none declared',
+          `Nothing of ${PLUGIN.replace('/', '\\/')} has run yet: the broker loads index\\.js when it starts`,
+        ].join('\n'),
+      ),
     );
+    expect(r.stdout).toContain(`\`bifro plugin verify ${PLUGIN}\` loads it now and checks every phase (this runs its code)`);
+    expect(r.stdout).toContain('The broker loads plugins when it starts: restart it');
     expect(r.stdout).toContain('with --workers, roll the workers');
     expect(readdirSync(plugins)).toEqual([PLUGIN_FOLDER]);
     expect(readdirSync(path.join(dir, 'node_modules')).filter((n) => !n.startsWith('.'))).toEqual([DEP]);
@@ -117,6 +127,10 @@ describe('bifro plugin install', () => {
     expect(verify.stderr).toBe('');
     expect(verify.code).toBe(0);
     expect(verify.stdout).toContain(`Verifying ${PLUGIN}@1.0.0: folder ${dir}`);
+    expect(verify.stdout).toMatch(
+      /Installed by bifro plugin install from \S+ at \S+: integrity sha512-\S+; 0 install script\(s\) declared, not run/,
+    );
+    expect(verify.stdout).toContain(`Loaded ${PLUGIN} (its code ran in this process, as it will in the broker's):`);
     expect(verify.stdout).toContain('passed every phase');
     const list = await plugin('list');
     expect(list.stdout).toMatch(
@@ -172,7 +186,6 @@ describe('bifro plugin install', () => {
       [`${FUTURE}@3.0.0: it supports SPI ^9.0.0`, `this broker implements SPI ${SPI_VERSION}`],
     ],
     ['a package without a "bifro" field', 'notPlugin', 'BIFRO_PLUGIN_MANIFEST_MISSING', [`${NOT_PLUGIN}@1.0.0: not a Bifro plugin`]],
-    ['an entry module that throws', 'broken', 'BIFRO_PLUGIN_IMPORT_FAILED', [`${BROKEN}@1.0.0: phase import failed`, 'broken on purpose']],
   ] as const)(
     'refuses %s: exit 1, the code and a hint, nothing left in the plugins directory',
     async (_what, source, code, parts) => {
@@ -187,6 +200,58 @@ describe('bifro plugin install', () => {
     },
     60_000,
   );
+
+  it('installs without running anything: no install script, no top-level code; verify then loads it', async () => {
+    const marker = path.join(tmp, 'script-ran');
+    const loaded = path.join(tmp, 'module-loaded');
+    const environment = { ...env(), [MARKERS.script]: marker, [MARKERS.load]: loaded };
+    const r = await bifroWith(environment, 'plugin', 'install', SCRIPTED, '--plugins-dir', 'plugins');
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toContain('--allow-scripts: npm runs');
+    expect(r.stdout).toContain('  scripts:      2 install scripts declared, NOT run (--allow-scripts runs them):');
+    expect(r.stdout).toMatch(
+      new RegExp(`\\n {16}${SCRIPTED}@1\\.0\\.0 postinstall: node -e .*\\n {16}${SCRIPTED_DEP}@1\\.0\\.0 install: node -e `),
+    );
+    expect(r.stdout).toContain('These install scripts were not run.');
+    expect(r.stdout).toContain(`Nothing of ${SCRIPTED} has run yet:`);
+    expect(existsSync(marker)).toBe(false);
+    expect(existsSync(`${marker}.dep`)).toBe(false);
+    expect(existsSync(loaded)).toBe(false);
+
+    const verify = await bifroWith(environment, 'plugin', 'verify', SCRIPTED, '--plugins-dir', 'plugins');
+    expect(verify.code).toBe(0);
+    expect(verify.stdout).toContain(`Installed by bifro plugin install from ${SCRIPTED} at `);
+    expect(verify.stdout).toContain('2 install script(s) declared, not run');
+    expect(readFileSync(loaded, 'utf8')).toBe('loaded');
+  }, 60_000);
+
+  it('--allow-scripts runs the install scripts, saying why that is dangerous first', async () => {
+    const marker = path.join(tmp, 'script-ran');
+    const loaded = path.join(tmp, 'module-loaded');
+    const environment = { ...env(), [MARKERS.script]: marker, [MARKERS.load]: loaded };
+    const r = await bifroWith(environment, 'plugin', 'install', SCRIPTED, '--plugins-dir', 'plugins', '--allow-scripts');
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout.split('\n')[0]).toBe(
+      "warning: --allow-scripts: npm runs the install scripts of the package and of every dependency now, as this user, with this shell's environment (tokens, credentials) and files, before Bifro has checked anything: they can do whatever you can. Allow them only for a package you trust that needs them (a native module built on install).",
+    );
+    expect(r.stdout).toContain('  scripts:      2 install scripts declared, run (--allow-scripts):');
+    expect(readFileSync(marker, 'utf8')).toBe('ran');
+    expect(readFileSync(`${marker}.dep`, 'utf8')).toBe('ran');
+    // Install scripts are one thing, the plugin's own code another: it is still not loaded.
+    expect(existsSync(loaded)).toBe(false);
+  }, 60_000);
+
+  it('installs a plugin whose entry module throws (it is not loaded); verify then refuses it', async () => {
+    const r = await plugin('install', fx.broken);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const verify = await plugin('verify', BROKEN);
+    expect(verify.code).toBe(1);
+    expect(verify.stderr).toContain('error BIFRO_PLUGIN_IMPORT_FAILED: phase import failed');
+    expect(verify.stderr).toContain('broken on purpose');
+  }, 60_000);
 
   it('honours the project .npmrc of the cwd for the package and its dependencies', async () => {
     // No npm_config_registry, and a user config without a registry: only ./.npmrc names the test registry.
@@ -287,11 +352,15 @@ describe('bifro plugin install/remove/search: usage', () => {
     const force = await bifro('plugin', 'search', '--force');
     expect(force.code).toBe(2);
     expect(force.stderr).toContain('bifro plugin search: unknown option "--force"');
+    const scripts = await bifro('plugin', 'verify', PLUGIN, '--allow-scripts');
+    expect(scripts.code).toBe(2);
+    expect(scripts.stderr).toContain('bifro plugin verify: unknown option "--allow-scripts"');
     const url = await bifro('plugin', 'install', PLUGIN, '--registry', 'localhost:4873');
     expect(url.code).toBe(2);
     expect(url.stderr).toContain('--registry: expected an http:// or https:// URL');
     const help = await bifro('help', 'plugin');
     expect(help.stdout).toContain('bifro plugin install <name[@range|@version] | file.tgz | folder>');
+    expect(help.stdout).toContain('[--registry URL] [--force] [--allow-scripts]');
     expect(help.stdout).toContain('bifro plugin search [words...] [--registry URL] [--json]');
   });
 });

@@ -22,6 +22,17 @@ export const NOT_PLUGIN = 'bifro-itest-not-a-plugin';
 export const BROKEN = 'bifro-itest-broken';
 /** A valid plugin without the `bifro-plugin` keyword: search must not list it. */
 export const HIDDEN = 'bifro-itest-hidden';
+/** A plugin with a postinstall script, a dependency with an install script, and top-level code: see {@link MARKERS}. */
+export const SCRIPTED = 'bifro-itest-scripted';
+/** SCRIPTED's dependency, with an `install` script. */
+export const SCRIPTED_DEP = 'bifro-itest-scripted-dep';
+
+/**
+ * The environment variables naming the marker files SCRIPTED writes: its postinstall script
+ * writes `script`, its dependency's install script `script` + `.dep`, and loading its entry
+ * module (top-level code) writes `load`. Unset, nothing is written.
+ */
+export const MARKERS = { script: 'ITEST_SCRIPT_MARKER', load: 'ITEST_LOAD_MARKER' } as const;
 
 export interface Fixtures {
   readonly dep: string;
@@ -31,6 +42,8 @@ export interface Fixtures {
   readonly notPlugin: string;
   readonly broken: string;
   readonly hidden: string;
+  readonly scriptedDep: string;
+  readonly scripted: string;
 }
 
 const EVENTS_FACTORY = 'events: () => ({ wants: () => true, report() {} })';
@@ -89,6 +102,34 @@ export function writeFixtures(root: string): Fixtures {
       { name: BROKEN, version: '1.0.0', bifro: { kinds: ['events'], spi: '^1.0.0' } },
       "throw new Error('broken on purpose');\n",
     ),
+    scriptedDep: write(
+      'scripted-dep',
+      {
+        name: SCRIPTED_DEP,
+        version: '1.0.0',
+        main: 'index.js',
+        scripts: { install: writeMarker(`process.env.${MARKERS.script} + '.dep'`) },
+      },
+      'exports.ok = true;\n',
+    ),
+    scripted: write(
+      'scripted',
+      {
+        name: SCRIPTED,
+        version: '1.0.0',
+        main: 'index.js',
+        bifro: { kinds: ['events'], spi: '^1.0.0' },
+        dependencies: { [SCRIPTED_DEP]: '^1.0.0' },
+        scripts: { postinstall: writeMarker(`process.env.${MARKERS.script}`) },
+      },
+      [
+        "'use strict';",
+        '// Top-level code: runs when the module is loaded, before any factory is called.',
+        `if (process.env.${MARKERS.load}) require('fs').writeFileSync(process.env.${MARKERS.load}, 'loaded');`,
+        `module.exports = { ${EVENTS_FACTORY} };`,
+        '',
+      ].join('\n'),
+    ),
     hidden: write(
       'hidden',
       { name: HIDDEN, version: '1.0.0', description: 'A bifro plugin nobody tagged', bifro: { kinds: ['events'], spi: '^1.0.0' } },
@@ -97,10 +138,17 @@ export function writeFixtures(root: string): Fixtures {
   };
 }
 
+/** A `node -e` command writing the file named by the JS expression `file`, when that expression is set. */
+function writeMarker(file: string): string {
+  return `node -e "if (process.env.${MARKERS.script}) require('fs').writeFileSync(${file}, 'ran')"`;
+}
+
 /** Publishes the fixtures a test registry serves: the dependency first (the plugin needs it), then the packages, the upgrade last. */
 export async function publishFixtures(registry: NpmRegistry, fx: Fixtures): Promise<void> {
   await registry.publish(fx.dep);
+  await registry.publish(fx.scriptedDep);
   await Promise.all([
+    registry.publish(fx.scripted),
     registry.publish(fx.plugin['1.0.0']),
     registry.publish(fx.future),
     registry.publish(fx.notPlugin),

@@ -8,10 +8,13 @@ import {
   classifySpec,
   configUses,
   folderNameOf,
+  INSTALL_RECORD,
   installPlugin,
+  readInstallRecord,
   removePlugin,
   type InstallOptions,
 } from '../../src/plugin-host/plugin-install';
+import { verifyPlugin } from '../../src/plugin-host/verify-plugin';
 import { searchPlugins } from '../../src/plugin-host/plugin-registry';
 import { run, freePort, startNpmRegistry, type NpmRegistry } from '../../../test/support/npm-registry';
 import { configWith } from './plugin-host-fixtures';
@@ -20,10 +23,13 @@ import {
   DEP,
   FUTURE,
   HIDDEN,
+  MARKERS,
   NOT_PLUGIN,
   PLUGIN,
   PLUGIN_FOLDER,
   publishFixtures,
+  SCRIPTED,
+  SCRIPTED_DEP,
   writeFixtures,
   type Fixtures,
 } from './plugin-install-fixtures';
@@ -42,7 +48,6 @@ const options = (extra: Partial<InstallOptions> = {}): InstallOptions => ({
   pluginsDir,
   cwd: work,
   env: { ...process.env, ...registry.env() },
-  initTimeoutMs: 2000,
   ...extra,
 });
 
@@ -120,9 +125,14 @@ describe('plugin install', () => {
       dir,
       action: 'installed',
       dependencies: 1,
+      integrity: expect.stringMatching(/^sha512-[A-Za-z0-9+/]{86}==$/),
+      entry: 'index.js',
+      installScripts: [],
+      scriptsRun: false,
       warnings: [],
     });
-    expect(progress.join('\n')).toMatch(/fetching [\s\S]*installing dependencies[\s\S]*verifying/);
+    expect(progress.join('\n')).toMatch(/fetching [\s\S]*installing dependencies of \S+ \(npm install --omit=dev --ignore-scripts\)/);
+    expect(progress.join('\n')).not.toContain('verifying');
     expect(readdirSync(pluginsDir)).toEqual([PLUGIN_FOLDER]);
     expect(readdirSync(path.join(dir, 'node_modules')).filter((n) => !n.startsWith('.'))).toEqual([DEP]);
     expect(existsSync(path.join(dir, 'node_modules', '@bifro'))).toBe(false);
@@ -181,24 +191,75 @@ describe('plugin install', () => {
     expect(readdirSync(pluginsDir)).toEqual(['my-events']);
   }, 60_000);
 
-  it('installs a plugin whose factory needs options, with a warning (the broker passes the options of the config)', async () => {
+  it('does not load the plugin: neither its top-level code nor its factories run at install', async () => {
     const dir = path.join(work, `needs-options-${path.basename(pluginsDir)}`);
     mkdirSync(dir);
+    const loaded = path.join(work, `loaded-${path.basename(pluginsDir)}`);
     writeFileSync(
       path.join(dir, 'package.json'),
       JSON.stringify({ name: 'bifro-itest-needs-options', version: '1.0.0', bifro: { kinds: ['events'], spi: '^1.0.0' } }),
     );
     writeFileSync(
       path.join(dir, 'index.js'),
-      "module.exports = { events: (ctx) => { if (!ctx.options.url) throw new Error('options.url is required'); return { wants: () => true, report() {} }; } };\n",
+      `require('fs').writeFileSync(${JSON.stringify(loaded)}, 'top-level code ran');\n` +
+        "module.exports = { events: (ctx) => { if (!ctx.options.url) throw new Error('options.url is required'); return { wants: () => true, report() {} }; } };\n",
     );
     const result = await installPlugin(dir, options());
-    expect(result).toMatchObject({ name: 'bifro-itest-needs-options', action: 'installed', dependencies: 0 });
-    expect(result.warnings).toEqual([
-      expect.stringContaining('phase instantiate (events) failed with empty options: BIFRO_PLUGIN_INSTANTIATE_FAILED'),
-    ]);
-    expect(result.warnings[0]).toContain('options.url is required');
+    expect(result).toMatchObject({
+      name: 'bifro-itest-needs-options',
+      action: 'installed',
+      dependencies: 0,
+      entry: 'index.js',
+      warnings: [],
+    });
+    expect(existsSync(loaded)).toBe(false);
     expect(readdirSync(pluginsDir)).toEqual(['bifro-itest-needs-options']);
+    // Verifying is what loads it (and the factory then needs its options).
+    const report = await verifyPlugin(path.join(pluginsDir, 'bifro-itest-needs-options'), { pluginsDir, cwd: work, initTimeoutMs: 2000 });
+    expect(existsSync(loaded)).toBe(true);
+    expect(report.steps.find((s) => s.phase === 'instantiate')).toMatchObject({
+      status: 'failed',
+      message: expect.stringContaining('options.url is required'),
+    });
+  }, 60_000);
+
+  it('runs no install script by default, and says which the package and its dependencies declare', async () => {
+    const marker = path.join(work, `script-${path.basename(pluginsDir)}`);
+    const loaded = path.join(work, `load-${path.basename(pluginsDir)}`);
+    const env = { ...process.env, ...registry.env(), [MARKERS.script]: marker, [MARKERS.load]: loaded };
+    const result = await installPlugin(SCRIPTED, options({ env }));
+    expect(result).toMatchObject({ name: SCRIPTED, version: '1.0.0', dependencies: 1, entry: 'index.js', scriptsRun: false });
+    expect(result.installScripts).toEqual([
+      { package: `${SCRIPTED}@1.0.0`, script: 'postinstall', command: expect.stringContaining(`process.env.${MARKERS.script}`) },
+      { package: `${SCRIPTED_DEP}@1.0.0`, script: 'install', command: expect.stringContaining(`process.env.${MARKERS.script} + '.dep'`) },
+    ]);
+    expect(existsSync(marker)).toBe(false);
+    expect(existsSync(`${marker}.dep`)).toBe(false);
+    expect(existsSync(loaded)).toBe(false);
+    // The integrity is the registry's own for that version (npm checked the download against it).
+    const meta = (await (await fetch(new URL(SCRIPTED, registry.url))).json()) as {
+      versions: Record<string, { dist: { integrity: string } }>;
+    };
+    expect(result.integrity).toBe(meta.versions['1.0.0']!.dist.integrity);
+    // ... and kept with the plugin, for `bifro plugin verify` to show.
+    const record = await readInstallRecord(result.dir);
+    expect(record).toMatchObject({ spec: SCRIPTED, source: 'registry', integrity: result.integrity, entry: 'index.js', scriptsRun: false });
+    expect(record?.installScripts).toHaveLength(2);
+    expect(existsSync(path.join(result.dir, INSTALL_RECORD))).toBe(true);
+  }, 60_000);
+
+  it('runs the install scripts of the package and its dependencies with allowScripts, and still does not load it', async () => {
+    const marker = path.join(work, `script-${path.basename(pluginsDir)}`);
+    const loaded = path.join(work, `load-${path.basename(pluginsDir)}`);
+    const env = { ...process.env, ...registry.env(), [MARKERS.script]: marker, [MARKERS.load]: loaded };
+    const progress: string[] = [];
+    const result = await installPlugin(SCRIPTED, options({ env, allowScripts: true, onProgress: (line) => progress.push(line) }));
+    expect(result).toMatchObject({ name: SCRIPTED, scriptsRun: true });
+    expect(result.installScripts).toHaveLength(2);
+    expect(progress.join('\n')).toContain('(npm install --omit=dev, install scripts allowed)');
+    expect(readFileSync(marker, 'utf8')).toBe('ran');
+    expect(readFileSync(`${marker}.dep`, 'utf8')).toBe('ran');
+    expect(existsSync(loaded)).toBe(false);
   }, 60_000);
 
   it('refuses a folder name held by another package', async () => {
@@ -219,15 +280,15 @@ describe('plugin install', () => {
     ],
     ['a package without a "bifro" field', 'notPlugin', 'BIFRO_PLUGIN_MANIFEST_MISSING', [`${NOT_PLUGIN}@1.0.0`, 'not a Bifro plugin']],
     [
-      'an entry module that throws',
-      'broken',
+      'an entry module missing from the package',
+      'unbuilt',
       'BIFRO_PLUGIN_IMPORT_FAILED',
-      [`${BROKEN}@1.0.0`, 'phase import failed', 'broken on purpose'],
+      [`${BROKEN}@1.0.0`, 'its entry module dist/index.js is not in the package; is the plugin built?'],
     ],
   ] as const)(
     'refuses %s and leaves nothing in the plugins directory',
     async (_what, fixture, code, parts) => {
-      const err = await failure(installPlugin(fx[fixture], options()));
+      const err = await failure(installPlugin(fixture === 'unbuilt' ? unbuilt() : fx[fixture], options()));
       expect(err.code).toBe(code);
       for (const part of parts) expect(err.message).toContain(part);
       expect(err.message).not.toContain('.staging-');
@@ -256,6 +317,15 @@ describe('plugin install', () => {
     expect(search.code).toBe('BIFRO_PLUGIN_REGISTRY_UNREACHABLE');
   }, 30_000);
 });
+
+/** The BROKEN fixture with `main` naming a file the package lacks (as a plugin published before its build). */
+function unbuilt(): string {
+  const dir = path.join(work, `unbuilt-${path.basename(pluginsDir)}`);
+  mkdirSync(dir);
+  const pkg = JSON.parse(readFileSync(path.join(fx.broken, 'package.json'), 'utf8')) as Record<string, unknown>;
+  writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ ...pkg, main: 'dist/index.js' }));
+  return dir;
+}
 
 describe('plugin remove', () => {
   it('refuses to remove a plugin the config uses unless forced, then removes its folder', async () => {

@@ -84,7 +84,9 @@ plugins:
 mqtt: { connectTimeoutMs: 3000, maxClientIdLength: 23, maxKeepAliveSeconds: 1200, packetTimeoutMs: 5000 }
 security:
   connectionRate: { perAddressPerSecond: 0 }
+  overload: { maxEventLoopLagMs: 250, maxHeapUsedPercent: 80 }
   flapping: { maxDisconnects: 5, windowSeconds: 10, banSeconds: 30, maxTrackedClients: 5000 }
+  loginFailures: { perLogin: 4, perAddress: 12, windowSeconds: 120, backoffMs: 500, maxBackoffMs: 4000, maxTrackedKeys: 2000 }
 log: { level: debug, pretty: false }
 `,
     );
@@ -154,7 +156,9 @@ log: { level: debug, pretty: false }
       security: {
         allowAnonymousOnPublicInterfaces: false,
         connectionRate: { perAddressPerSecond: 0, burst: 2000, maxTrackedAddresses: 100000 },
+        overload: { maxEventLoopLagMs: 250, maxHeapUsedPercent: 80 },
         flapping: { maxDisconnects: 5, windowSeconds: 10, banSeconds: 30, maxTrackedClients: 5000 },
+        loginFailures: { perLogin: 4, perAddress: 12, windowSeconds: 120, backoffMs: 500, maxBackoffMs: 4000, maxTrackedKeys: 2000 },
       },
       log: { level: 'debug', pretty: false },
       sysInterval: 10,

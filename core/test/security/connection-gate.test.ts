@@ -57,16 +57,15 @@ describe('AddressRateLimiter', () => {
 });
 
 describe('FlapDetector', () => {
-  const limits = { maxDisconnects: 3, windowSeconds: 10, banSeconds: 60, maxTrackedClients: 1000 };
+  // A bucket of 3 ends, refilled at one end per 10 s.
+  const limits = { maxDisconnects: 3, windowSeconds: 30, banSeconds: 60, maxTrackedClients: 1000 };
 
-  it('bans after maxDisconnects within the window, for banSeconds', () => {
+  it('absorbs a burst of maxDisconnects; the end that finds the bucket empty bans, for banSeconds', () => {
     const clock = manualClock();
     const flap = new FlapDetector(limits, clock.now);
-    expect(flap.disconnected('t/c')).toBe(false);
-    clock.advance(1000);
-    expect(flap.disconnected('t/c')).toBe(false);
+    for (let i = 0; i < 3; i++) expect(flap.disconnected('t/c')).toBe(false);
     expect(flap.bannedFor('t/c')).toBe(0);
-    clock.advance(1000);
+    clock.advance(1000); // a tenth of a token back
     expect(flap.disconnected('t/c')).toBe(true);
     expect(flap.bannedFor('t/c')).toBe(60_000);
     expect(flap.bannedFor('t/other')).toBe(0);
@@ -78,13 +77,41 @@ describe('FlapDetector', () => {
     expect(flap.bannedFor('t/c')).toBe(0);
   });
 
-  it('does not ban disconnects spread beyond the window', () => {
+  it('never bans ends at the refill rate, nor bursts that stop (a test suite reusing a client id)', () => {
     const clock = manualClock();
     const flap = new FlapDetector(limits, clock.now);
     for (let i = 0; i < 100; i++) {
       expect(flap.disconnected('t/c')).toBe(false);
-      clock.advance(5_000); // 2 per window of 10 s
+      clock.advance(10_000); // one per 10 s: the refill rate
     }
+    for (let burst = 0; burst < 20; burst++) {
+      for (let i = 0; i < 3; i++) expect(flap.disconnected('t/b')).toBe(false);
+      clock.advance(30_000); // the bucket is full again
+    }
+  });
+
+  it('bans a loop only slightly faster than the refill once it has drained the bucket', () => {
+    const clock = manualClock();
+    const flap = new FlapDetector(limits, clock.now);
+    let ends = 0;
+    while (!flap.disconnected('t/c')) {
+      ends++;
+      clock.advance(9_000); // 0.1 token short per end
+      expect(ends).toBeLessThan(100);
+    }
+    expect(ends).toBeGreaterThanOrEqual(20);
+    expect(flap.bannedFor('t/c')).toBe(60_000);
+  });
+
+  it('starts again with a full bucket after the ban', () => {
+    const clock = manualClock();
+    const flap = new FlapDetector(limits, clock.now);
+    for (let i = 0; i < 3; i++) flap.disconnected('t/c');
+    expect(flap.disconnected('t/c')).toBe(true);
+    clock.advance(60_000);
+    expect(flap.bannedFor('t/c')).toBe(0);
+    for (let i = 0; i < 3; i++) expect(flap.disconnected('t/c')).toBe(false);
+    expect(flap.disconnected('t/c')).toBe(true);
   });
 
   it('0 disconnects turns it off; the table stays bounded', () => {
@@ -129,7 +156,9 @@ describe('ConnectionGate', () => {
       flapping: { maxDisconnects: 3, windowSeconds: 60, banSeconds: 300, maxTrackedClients: 1000 },
     });
     const c = { tenantId: 'ta', clientId: 'dev-1', remoteAddress: '203.0.113.9' };
-    for (let i = 0; i < 3; i++) {
+    // The client's own DISCONNECT never counts.
+    for (let i = 0; i < 100; i++) g.disconnected(c, true);
+    for (let i = 0; i < 4; i++) {
       expect(g.bannedSeconds(c)).toBe(0);
       g.disconnected(c);
     }

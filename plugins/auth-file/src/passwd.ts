@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { AuthFileError } from './errors';
 import { hashPassword } from './hashes';
+import { DEFAULT_TENANT } from './options';
 import {
   attrNameProblem,
   formatEntryLine,
@@ -71,6 +72,8 @@ function describe(req: PasswdRequest): string {
 function checkNames(req: PasswdRequest): void {
   const userProblem = userNameProblem(req.user);
   if (userProblem !== undefined) throw new AuthFileError('BIFRO_AUTH_FILE_INVALID', `${userProblem}: ${JSON.stringify(req.user)}`);
+  const slash = req.delete === true ? undefined : defaultTenantSlashProblem(req);
+  if (slash !== undefined) throw new AuthFileError('BIFRO_AUTH_FILE_INVALID', slash);
   if (req.tenant !== undefined) {
     const problem = tenantNameProblem(req.tenant);
     if (problem !== undefined) throw new AuthFileError('BIFRO_AUTH_FILE_INVALID', `${problem}: ${JSON.stringify(req.tenant)}`);
@@ -85,6 +88,27 @@ function checkNames(req: PasswdRequest): void {
       'BIFRO_AUTH_FILE_INVALID',
       `SCRAM iterations must be an integer from ${SCRAM_MIN_ITERATIONS} to ${SCRAM_MAX_ITERATIONS}, got ${it}`,
     );
+}
+
+/**
+ * A user of the default tenant logs in by its bare name as well as by `default/user`, and a login
+ * `acme/bob` is user bob of tenant acme: a default-tenant user named `acme/bob` would answer to
+ * the same login, and the plugin refuses such a file when it loads it (the login is ambiguous),
+ * so the broker would not start. Refused here, when it is written, rather than at the next start.
+ * Deleting such a line (-D) stays possible. A line without tenant belongs to the plugin's
+ * `tenant` option, `default` unless set.
+ */
+function defaultTenantSlashProblem(req: PasswdRequest): string | undefined {
+  if (!req.user.includes('/') || (req.tenant !== undefined && req.tenant !== DEFAULT_TENANT)) return undefined;
+  const slash = req.user.indexOf('/');
+  const [tenant, user] = [req.user.slice(0, slash), req.user.slice(slash + 1)];
+  const whose = req.tenant === undefined ? 'a user of the default tenant (a line without --tenant)' : `a user of tenant ${DEFAULT_TENANT}`;
+  return (
+    `user name ${JSON.stringify(req.user)} contains "/": ${whose} also logs in by its bare name, but the login ` +
+    `${req.user} names user ${JSON.stringify(user)} of tenant ${JSON.stringify(tenant)}: the two are ambiguous, and the plugin ` +
+    `refuses a file holding both (the broker would not start). For user ${user} of tenant ${tenant}, run ` +
+    `\`bifro passwd --tenant ${tenant} FILE ${user}\`; otherwise choose a user name without "/"`
+  );
 }
 
 /** The file's lines; undefined when it does not exist. */

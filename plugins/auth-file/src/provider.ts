@@ -14,15 +14,26 @@ import {
 } from '@bifro/spi';
 import { certificateIdentity } from './certificate';
 import { AuthFileError } from './errors';
-import { verifyPassword } from './hashes';
+import { randomBytes } from 'node:crypto';
+import { SCRYPT_DEFAULTS, SCRYPT_KEY_BYTES, SCRYPT_SALT_BYTES, verifyPassword, type PasswordHash } from './hashes';
 import type { AuthFileOptions } from './options';
 import { parsePasswordFile, type AttrCheck, type PasswordEntry, type PasswordTable } from './password-file';
-import { isScramMethod, parseClientFirst, SCRAM_METHODS, serverFirst, verifyClientFinal, type ScramServerExchange } from './scram';
+import {
+  isScramMethod,
+  mockScramCredentials,
+  parseClientFirst,
+  SCRAM_METHODS,
+  serverFirst,
+  verifyClientFinal,
+  type ScramServerExchange,
+} from './scram';
 import { KdfLimiter, VerifyCache } from './verify-cache';
 
-/** KDFs at once, and queued at most (see {@link KdfLimiter}). */
+/** KDFs at once, and queued at most per tenant (see {@link KdfLimiter}). */
 export const MAX_CONCURRENT_KDF = 2;
-export const MAX_QUEUED_KDF = 256;
+export const MAX_QUEUED_KDF_PER_TENANT = 64;
+/** The KDF queue of unknown users whose login names no tenant of the file (one queue, however many names are made up). */
+const UNKNOWN_TENANT_QUEUE = '';
 /** Problems listed in one log line of an invalid file. */
 const MAX_PROBLEMS_LOGGED = 10;
 
@@ -65,7 +76,13 @@ export class FileAuthProvider implements AuthProvider {
   private readonly cache: VerifyCache<PasswordEntry>;
   private readonly inFlight = new Map<string, Promise<boolean>>();
   private kdfCount = 0;
-  private readonly limiter = new KdfLimiter(MAX_CONCURRENT_KDF, MAX_QUEUED_KDF);
+  private readonly limiter = new KdfLimiter(MAX_CONCURRENT_KDF, MAX_QUEUED_KDF_PER_TENANT);
+  /** Checked against the password of an unknown user: a KDF of the cost most users of the file have (see {@link dummyHashOf}). */
+  private dummyHash: PasswordHash = dummyHashOf([]);
+  /** Tenants of the file (their own KDF queues). */
+  private tenants: ReadonlySet<string> = new Set();
+  /** Salts SCRAM answers for unknown users, so that the same name always gets the same made-up salt. */
+  private readonly mockKey = randomBytes(32);
   /** Key of this instance's step in the broker's per-exchange state (the map is shared by the chain). */
   private readonly stateKey = `@bifro/plugin-auth-file#${++instances}`;
 
@@ -152,16 +169,21 @@ export class FileAuthProvider implements AuthProvider {
     const login = request.username;
     if (login === undefined || login === '') return { type: 'defer' };
     const entry = table.byLogin.get(login);
-    if (entry === undefined) return this.unknown(`unknown user ${login}`);
     const password = request.password;
-    if (password === undefined || password.length === 0) return { type: 'reject', reason: 'badCredentials', text: 'no password' };
+    if (password === undefined || password.length === 0)
+      return entry === undefined
+        ? this.unknown(`unknown user ${login}`)
+        : { type: 'reject', reason: 'badCredentials', text: 'no password' };
     const key = this.cache.keyOf(login, password);
-    if (this.cache.get(key) === entry) return ok(entry);
+    if (entry !== undefined && this.cache.get(key) === entry) return ok(entry);
     let pending = this.inFlight.get(key);
     if (pending === undefined) {
-      const started = this.limiter.run(() => {
+      // An unknown user costs the same KDF as a known one (against a made-up hash), in the queue of
+      // the tenant its login names: neither the answer's time nor its code tells whether it exists.
+      const hash = entry?.hash ?? this.dummyHash;
+      const started = this.limiter.run(entry?.tenantId ?? this.queueOf(login), () => {
         this.kdfCount++;
-        return verifyPassword(entry.hash, password);
+        return verifyPassword(hash, password);
       });
       if (started === undefined) return { type: 'reject', reason: 'error', text: 'too many password checks under way' };
       const mine: Promise<boolean> = started.finally(() => {
@@ -172,6 +194,7 @@ export class FileAuthProvider implements AuthProvider {
     }
     const generation = this.table;
     return pending.then((valid) => {
+      if (entry === undefined) return this.unknown(`unknown user ${login}`);
       if (!valid) return { type: 'reject', reason: 'badCredentials', text: 'wrong password' };
       if (this.table === generation) this.cache.set(key, entry);
       return ok(entry);
@@ -182,13 +205,14 @@ export class FileAuthProvider implements AuthProvider {
     const method = request.method;
     if (!this.options.scram || !isScramMethod(method)) return { type: 'defer' };
     if (request.phase === 'continue') {
-      const exchange = request.state.get(this.stateKey) as { exchange: ScramServerExchange; entry: PasswordEntry } | undefined;
+      const exchange = request.state.get(this.stateKey) as { exchange: ScramServerExchange; entry: PasswordEntry | undefined } | undefined;
       if (exchange === undefined) return { type: 'defer' };
       request.state.delete(this.stateKey);
       const check = verifyClientFinal(exchange.exchange, request.data);
+      const entry = exchange.entry;
       if (!check.ok)
         return { type: 'failed', reason: check.badProof ? 'badCredentials' : 'notAuthorized', text: `${method}: ${check.problem}` };
-      const entry = exchange.entry;
+      if (entry === undefined) return { type: 'failed', reason: 'badCredentials', text: `${method}: wrong client proof` };
       return {
         type: 'success',
         tenantId: entry.tenantId,
@@ -206,8 +230,12 @@ export class FileAuthProvider implements AuthProvider {
     const entry = table.byLogin.get(first.username);
     const credentials = entry?.scram[method];
     if (entry === undefined || credentials === undefined) {
-      const why = entry === undefined ? `unknown user ${first.username}` : `user ${first.username} has no ${method} credentials`;
-      return this.unknownExtended(why);
+      if (this.options.unknownUser === 'defer') return { type: 'defer' };
+      // Refusing at once would tell that the user has no credentials: the exchange goes on with
+      // made-up ones (RFC 5802 § 5.1) and fails at the proof, as a wrong password does.
+      const exchange = serverFirst(mockScramCredentials(method, first.username, this.mockKey), first);
+      request.state.set(this.stateKey, { exchange, entry: undefined });
+      return { type: 'continue', data: Buffer.from(exchange.serverFirst, 'utf8') };
     }
     const client = request.client;
     if (request.phase === 'reauth' && client !== undefined && (client.tenantId !== entry.tenantId || client.userId !== entry.userId))
@@ -260,6 +288,8 @@ export class FileAuthProvider implements AuthProvider {
 
   private install(table: PasswordTable, text: string, reload: boolean): void {
     this.table = table;
+    this.dummyHash = dummyHashOf(table.entries);
+    this.tenants = new Set(table.entries.map((e) => e.tenantId));
     this.lastText = text;
     this.cache.clear();
     this.inFlight.clear();
@@ -286,10 +316,33 @@ export class FileAuthProvider implements AuthProvider {
     return { type: 'reject', reason: 'badCredentials', text: why };
   }
 
-  private unknownExtended(why: string): ExtendedAuthResult {
-    if (this.options.unknownUser === 'defer') return { type: 'defer' };
-    return { type: 'failed', reason: 'badCredentials', text: why };
+  /** The KDF queue of an unknown login: the tenant it names when the file has it, else the one queue of made-up tenants. */
+  private queueOf(login: string): string {
+    const slash = login.indexOf('/');
+    const tenant = slash < 0 ? this.options.tenant : login.slice(0, slash);
+    return this.tenants.has(tenant) ? tenant : UNKNOWN_TENANT_QUEUE;
   }
+}
+
+/**
+ * A hash nobody's password matches (random key), with the parameters most entries of the file have
+ * (scrypt's ln/r/p, or $7$ iterations), so that checking it costs what checking a real user does.
+ */
+export function dummyHashOf(entries: readonly PasswordEntry[]): PasswordHash {
+  const counts = new Map<string, { hash: PasswordHash; n: number }>();
+  for (const { hash } of entries) {
+    const shape =
+      hash.scheme === 'scrypt' ? `s${hash.ln},${hash.r},${hash.p},${hash.key.length}` : `p${hash.iterations},${hash.key.length}`;
+    const seen = counts.get(shape);
+    if (seen === undefined) counts.set(shape, { hash, n: 1 });
+    else seen.n++;
+  }
+  let common: PasswordHash | undefined;
+  let most = 0;
+  for (const { hash, n } of counts.values()) if (n > most) [common, most] = [hash, n];
+  const salt = randomBytes(SCRYPT_SALT_BYTES);
+  if (common === undefined) return { scheme: 'scrypt', ...SCRYPT_DEFAULTS, salt, key: randomBytes(SCRYPT_KEY_BYTES) };
+  return { ...common, salt, key: randomBytes(common.key.length) };
 }
 
 function ok(entry: PasswordEntry): AuthResult {

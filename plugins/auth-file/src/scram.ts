@@ -76,6 +76,17 @@ export async function deriveScramCredentials(
   return credentialsFromSalted(method, await saltedPassword(method, password, salt, iterations), salt, iterations);
 }
 
+/**
+ * Credentials for a user that has none (unknown, or without this method's): the salt is an HMAC of
+ * the name under `key`, so the same name always gets the same salt, as a real user does; the keys
+ * are random, so no proof matches. Iterations are the default of new credentials.
+ */
+export function mockScramCredentials(method: ScramMethod, username: string, key: Uint8Array): ScramCredentials {
+  const salt = createHmac('sha256', key).update(`${method}\u0000${username}`).digest().subarray(0, 16);
+  const length = DIGEST[method].length;
+  return { method, iterations: SCRAM_DEFAULT_ITERATIONS, salt, storedKey: randomBytes(length), serverKey: randomBytes(length) };
+}
+
 /** `<iterations>$<salt>$<StoredKey>$<ServerKey>` (base64), the value of a `scram-sha-*=` field. */
 export function formatScramCredentials(c: ScramCredentials): string {
   return `${c.iterations}$${c.salt.toString('base64')}$${c.storedKey.toString('base64')}$${c.serverKey.toString('base64')}`;

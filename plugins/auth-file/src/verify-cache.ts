@@ -57,21 +57,32 @@ export class VerifyCache<V> {
 
 /**
  * At most `limit` KDFs at once (node's thread pool has 4 threads by default, shared with file
- * I/O and DNS), at most `maxWaiting` queued: past that a check is refused at once rather than
- * queued for longer than the broker's call timeout.
+ * I/O and DNS), queued fairly per tenant: a free slot goes to the tenants' queues in turn (round
+ * robin), so a flood of logins in one tenant delays that tenant's checks, not another's. Each
+ * tenant's queue holds at most `maxWaitingPerTenant`: past that a check of the tenant is refused at
+ * once rather than queued for longer than the broker's call timeout.
  */
 export class KdfLimiter {
   private running = 0;
-  private readonly waiting: Array<() => void> = [];
+  /** Waiting starts by tenant, in turn order: the first key is served next, then goes to the back. */
+  private readonly queues = new Map<string, Array<() => void>>();
 
   constructor(
     private readonly limit: number,
-    private readonly maxWaiting: number,
+    private readonly maxWaitingPerTenant: number,
   ) {}
 
-  /** Runs `task` when a slot is free; undefined when the queue is full. */
-  run<T>(task: () => Promise<T>): Promise<T> | undefined {
-    if (this.running >= this.limit && this.waiting.length >= this.maxWaiting) return undefined;
+  /** Checks waiting now, all tenants together. */
+  get waiting(): number {
+    let n = 0;
+    for (const queue of this.queues.values()) n += queue.length;
+    return n;
+  }
+
+  /** Runs `task` for `tenant` when a slot is free and its turn comes; undefined when the tenant's queue is full. */
+  run<T>(tenant: string, task: () => Promise<T>): Promise<T> | undefined {
+    const queue = this.queues.get(tenant);
+    if (this.running >= this.limit && (queue?.length ?? 0) >= this.maxWaitingPerTenant) return undefined;
     return new Promise<T>((resolve, reject) => {
       const start = (): void => {
         this.running++;
@@ -79,11 +90,23 @@ export class KdfLimiter {
           .then(resolve, reject)
           .finally(() => {
             this.running--;
-            this.waiting.shift()?.();
+            this.next();
           });
       };
       if (this.running < this.limit) start();
-      else this.waiting.push(start);
+      else if (queue === undefined) this.queues.set(tenant, [start]);
+      else queue.push(start);
     });
+  }
+
+  /** Starts the first waiting check of the tenant whose turn it is; that tenant goes to the back. */
+  private next(): void {
+    const first = this.queues.entries().next();
+    if (first.done === true) return;
+    const [tenant, queue] = first.value;
+    const start = queue.shift()!;
+    this.queues.delete(tenant);
+    if (queue.length > 0) this.queues.set(tenant, queue);
+    start();
   }
 }

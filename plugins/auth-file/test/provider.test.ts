@@ -69,6 +69,22 @@ describe('auth-file: passwords', () => {
     expect(await login(strict, undefined)).toEqual({ type: 'defer' });
   });
 
+  it('an unknown user costs a KDF like a known one (deferred or rejected alike); without a password neither does', async () => {
+    for (const unknownUser of ['defer', 'reject'] as const) {
+      const h = await start(`${ALICE}\n${BOB}\n`, { unknownUser });
+      expect(await login(h, 'mallory', 'x')).toEqual(
+        unknownUser === 'defer' ? { type: 'defer' } : { type: 'reject', reason: 'badCredentials', text: 'unknown user mallory' },
+      );
+      expect(h.provider.kdfRuns).toBe(1);
+      await login(h, 'acme/nobody', 'x');
+      await login(h, 'bob', 'wrong');
+      expect(h.provider.kdfRuns).toBe(3);
+      await login(h, 'mallory');
+      await login(h, 'bob');
+      expect(h.provider.kdfRuns).toBe(3);
+    }
+  });
+
   it('uses the tenant option for lines without a tenant (a mosquitto file as it is)', async () => {
     const dir = (await start('')).dir;
     const h = await start(`${mosquittoLine(dir, 'dev1', 'dev1-pw')}\n`, { tenant: 'plant-7' });
@@ -227,8 +243,28 @@ describe('auth-file: SCRAM over AUTH', () => {
     const req = { ...sampleAuthRequest({ protocolVersion: 5 }), state, data: Buffer.from('n,,n=x,r=y') };
     expect(await h.provider.extendedAuth({ ...req, method: 'OTHER', phase: 'start' })).toEqual({ type: 'defer' });
     expect(await h.provider.extendedAuth({ ...req, method: 'SCRAM-SHA-256', phase: 'continue' })).toEqual({ type: 'defer' });
-    const strict = await start(`${ALICE}\n`, { unknownUser: 'reject' });
-    expect((await scram(strict, 'SCRAM-SHA-256', 'mallory', 'x')).first).toMatchObject({ type: 'failed', reason: 'badCredentials' });
+  });
+
+  it('unknownUser: reject answers an unknown user as a wrong password: made-up salt (the same each time), failed at the proof', async () => {
+    const strict = await start(`${ALICE}\n${BOB}\n`, { unknownUser: 'reject' });
+    const salt = (r: ExtendedAuthResult): string | undefined =>
+      r.type === 'continue' ? /,s=([^,]+),i=4096$/.exec(Buffer.from(r.data!).toString('utf8'))?.[1] : undefined;
+    for (const [user, password] of [
+      ['mallory', 'x'],
+      ['bob', 'bob-pw'], // no SCRAM credentials
+      ['acme/alice', 'wrong'],
+    ]) {
+      const r = await scram(strict, 'SCRAM-SHA-256', user!, password!);
+      expect({ user, first: r.first.type, final: r.final }).toMatchObject({
+        user,
+        first: 'continue',
+        final: { type: 'failed', reason: 'badCredentials', text: 'SCRAM-SHA-256: wrong client proof' },
+      });
+    }
+    const again = [await scram(strict, 'SCRAM-SHA-256', 'mallory', 'y'), await scram(strict, 'SCRAM-SHA-256', 'mallory', 'z')];
+    expect(salt(again[0]!.first)).toBeDefined();
+    expect(salt(again[0]!.first)).toBe(salt(again[1]!.first));
+    expect(salt((await scram(strict, 'SCRAM-SHA-256', 'trudy', 'z')).first)).not.toBe(salt(again[0]!.first));
   });
 
   it('re-authenticates the connected user; another user is refused', async () => {

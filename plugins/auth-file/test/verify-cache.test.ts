@@ -24,7 +24,7 @@ describe('verification cache and KDF limiter', () => {
     expect(off.get('k')).toBeUndefined();
   });
 
-  it('runs at most `limit` tasks at once, queues up to `maxWaiting`, and refuses past that', async () => {
+  it('runs at most `limit` tasks at once, queues up to `maxWaitingPerTenant`, and refuses past that', async () => {
     const limiter = new KdfLimiter(2, 1);
     let running = 0;
     let peak = 0;
@@ -38,11 +38,11 @@ describe('verification cache and KDF limiter', () => {
           resolve(running);
         });
       });
-    const a = limiter.run(task);
-    const b = limiter.run(task);
-    const c = limiter.run(task);
+    const a = limiter.run('t', task);
+    const b = limiter.run('t', task);
+    const c = limiter.run('t', task);
     expect([a, b, c].every((p) => p instanceof Promise)).toBe(true);
-    expect(limiter.run(task)).toBeUndefined();
+    expect(limiter.run('t', task)).toBeUndefined();
     expect(running).toBe(2);
     releases.shift()!();
     await a;
@@ -52,5 +52,35 @@ describe('verification cache and KDF limiter', () => {
     releases.shift()!();
     await Promise.all([b, c]);
     expect(peak).toBe(2);
+  });
+
+  it('serves the tenants in turn: a flood queued by one tenant does not delay another tenant by more than one turn', async () => {
+    const limiter = new KdfLimiter(1, 100);
+    const order: string[] = [];
+    const releases: Array<() => void> = [];
+    const task = (name: string) => (): Promise<void> =>
+      new Promise((resolve) => {
+        order.push(name);
+        releases.push(resolve);
+      });
+    const all: Array<Promise<void> | undefined> = [];
+    for (let i = 0; i < 50; i++) all.push(limiter.run('flood', task(`a${i}`)));
+    all.push(limiter.run('quiet', task('b0')));
+    all.push(limiter.run('quiet', task('b1')));
+    expect(limiter.waiting).toBe(51);
+    // The flood's own queue is bounded: the 101st of it is refused, the quiet tenant's are not.
+    for (let i = 50; i < 102; i++) all.push(limiter.run('flood', task(`a${i}`)));
+    expect(all.filter((p) => p === undefined)).toHaveLength(1);
+    for (let i = 0; i < 5; i++) {
+      releases.shift()!();
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(order.slice(0, 6)).toEqual(['a0', 'a1', 'b0', 'a2', 'b1', 'a3']);
+    while (releases.length > 0) {
+      releases.shift()!();
+      await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all(all);
+    expect(order).toHaveLength(103);
   });
 });

@@ -171,6 +171,16 @@ export async function verifyPassword(password: Uint8Array, hash: PasswordHash): 
   return derived.length === hash.hash.length && timingSafeEqual(derived, hash.hash);
 }
 
+/**
+ * A hash no password matches (random salt and key) with the parameters of `like` (by default those
+ * {@link hashPassword} writes): checking an unknown user's password against it costs what checking
+ * a real user's does, so the time of the answer does not tell whether the user exists.
+ */
+export function dummyHash(like?: PasswordHash): PasswordHash {
+  if (like === undefined) return { format: 'scrypt', log2N: 15, r: 8, p: 1, salt: randomBytes(16), hash: randomBytes(32) };
+  return { ...like, salt: randomBytes(like.salt.length), hash: randomBytes(like.hash.length) };
+}
+
 /** Options of {@link hashPassword}. */
 export interface HashPasswordOptions {
   /** Default `scrypt`. */

@@ -3,7 +3,7 @@ import { Database } from './database';
 import { AuthPostgresError, describeError, PLUGIN_NAME } from './errors';
 import { FailureLog } from './failure-log';
 import type { AuthPostgresOptions } from './options';
-import { verifyPassword } from './password-hash';
+import { dummyHash, verifyPassword, type PasswordHash } from './password-hash';
 import { rulesFromRows, userFromRows, type UserRecord } from './rows';
 import { TtlCache, type Clock } from './ttl-cache';
 
@@ -42,6 +42,9 @@ export class PostgresAuthProvider implements AuthProvider {
   private readonly inflight = new Map<string, Promise<Lookup>>();
   private readonly failures: FailureLog;
   private readonly keyUsesClientId: boolean;
+  /** Checked for logins without a usable row: the parameters of the last real hash checked (see {@link dummyHash}). */
+  private dummy: PasswordHash = dummyHash();
+  private dummySource: PasswordHash | undefined;
 
   constructor(
     private readonly options: AuthPostgresOptions,
@@ -76,10 +79,22 @@ export class PostgresAuthProvider implements AuthProvider {
     // PostgreSQL text cannot hold U+0000: no row can match such a login.
     const lookup =
       username.includes('\u0000') || request.clientId.includes('\u0000') ? NOT_FOUND : await this.lookup(username, request.clientId);
-    if (!lookup.found) return this.options.unknownUser === 'defer' ? DEFER : BAD_CREDENTIALS;
+    const password = request.password ?? new Uint8Array();
+    // A login without a usable row costs the same KDF as a wrong password, deferred or rejected alike.
+    if (!lookup.found) {
+      await verifyPassword(password, this.dummy);
+      return this.options.unknownUser === 'defer' ? DEFER : BAD_CREDENTIALS;
+    }
     const { user } = lookup;
-    if (user.hash === null) return BAD_CREDENTIALS;
-    const matches = await verifyPassword(request.password ?? new Uint8Array(), user.hash);
+    if (user.hash === null) {
+      await verifyPassword(password, this.dummy);
+      return BAD_CREDENTIALS;
+    }
+    if (user.hash !== this.dummySource) {
+      this.dummySource = user.hash;
+      this.dummy = dummyHash(user.hash);
+    }
+    const matches = await verifyPassword(password, user.hash);
     if (!matches) return BAD_CREDENTIALS;
     const attrs = lookup.aclAttr === undefined ? user.attrs : { ...user.attrs, [ACL_RULES_ATTR]: lookup.aclAttr };
     return { type: 'ok', tenantId: user.tenantId, userId: user.userId, attrs };

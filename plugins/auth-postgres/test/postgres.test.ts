@@ -158,6 +158,37 @@ describe('auth-postgres: what the rows say', () => {
     await expect(auth.authenticate(login('carol', 'x'))).resolves.toMatchObject({ type: 'reject', reason: 'badCredentials' });
   });
 
+  it('an unknown user, or a row without a hash, costs the KDF of a real check: the time does not tell who exists', async () => {
+    await pg.query(`INSERT INTO mqtt_users VALUES ('slowpoke', 'acme', $1, '{}')`, [await hashPassword('slow-pw', { log2N: 15 })]);
+    try {
+      for (const unknownUser of ['defer', 'badCredentials'] as const) {
+        const { auth } = provider({ unknownUser });
+        const timed = async (user: string): Promise<{ ms: number; result: AuthResult }> => {
+          const started = performance.now();
+          const result = await auth.authenticate(login(user, 'guess'));
+          return { ms: performance.now() - started, result };
+        };
+        // Rows cached, and the cost of a real hash seen, before measuring.
+        for (const user of ['slowpoke', 'ghost', 'nopass']) await timed(user);
+        const wrong: number[] = [];
+        const unknown: number[] = [];
+        const noHash: number[] = [];
+        for (let i = 0; i < 3; i++) {
+          wrong.push((await timed('slowpoke')).ms);
+          const ghost = await timed('ghost');
+          expect(ghost.result).toEqual(unknownUser === 'defer' ? { type: 'defer' } : (await timed('slowpoke')).result);
+          unknown.push(ghost.ms);
+          noHash.push((await timed('nopass')).ms);
+        }
+        const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[1]!;
+        expect(median(unknown)).toBeGreaterThan(median(wrong) / 3);
+        expect(median(noHash)).toBeGreaterThan(median(wrong) / 3);
+      }
+    } finally {
+      await pg.query(`DELETE FROM mqtt_users WHERE username = 'slowpoke'`);
+    }
+  });
+
   it('custom queries: ${clientId}, ${tenant} and ${userId} are bind parameters; aclQuery false attaches no rules', async () => {
     await pg.query(`
       CREATE TABLE devices (tenant text, name text, client_prefix text, secret text, PRIMARY KEY (tenant, name));

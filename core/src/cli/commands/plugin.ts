@@ -1,6 +1,6 @@
 import { SPI_VERSION } from '@bifro/spi';
 import { listPlugins, refsOf, verifyPlugin, type PluginListEntry, type VerifyReport } from '../../plugin-host';
-import { installPlugin, removePlugin, type InstallResult } from '../../plugin-host/plugin-install';
+import { installPlugin, readInstallRecord, removePlugin, type InstallResult } from '../../plugin-host/plugin-install';
 import { PLUGIN_KEYWORD, searchPlugins, type PluginSearchHit } from '../../plugin-host/plugin-registry';
 import { UsageError } from '../cli-errors';
 import { loadCliConfig } from '../cli-config';
@@ -46,15 +46,21 @@ export async function pluginCommand(args: CommandArgs, io: CliIo): Promise<numbe
 const SUBCOMMANDS = 'list, verify, install, remove or search';
 
 /** The options beyond --config / --help each subcommand takes. */
-const SUB_OPTIONS: Readonly<Record<string, readonly ('pluginsDir' | 'registry' | 'force' | 'json')[]>> = {
+const SUB_OPTIONS: Readonly<Record<string, readonly ('pluginsDir' | 'registry' | 'force' | 'json' | 'allowScripts')[]>> = {
   list: ['pluginsDir'],
   verify: ['pluginsDir'],
-  install: ['pluginsDir', 'registry', 'force'],
+  install: ['pluginsDir', 'registry', 'force', 'allowScripts'],
   remove: ['pluginsDir', 'force'],
   search: ['registry', 'json'],
 };
 
-const OPTION_NAMES = { pluginsDir: '--plugins-dir', registry: '--registry', force: '--force', json: '--json' } as const;
+const OPTION_NAMES = {
+  pluginsDir: '--plugins-dir',
+  registry: '--registry',
+  force: '--force',
+  json: '--json',
+  allowScripts: '--allow-scripts',
+} as const;
 
 function onlyOptions(sub: string, args: CommandArgs): void {
   const allowed = SUB_OPTIONS[sub] ?? [];
@@ -69,13 +75,15 @@ function onlyOptions(sub: string, args: CommandArgs): void {
 
 async function install(spec: string, args: CommandArgs, io: CliIo): Promise<number> {
   const config = await loadCliConfig(args, io);
+  const allowScripts = args.allowScripts === true;
+  if (allowScripts) io.out(`warning: ${ALLOW_SCRIPTS_WARNING}`);
   const result = await installPlugin(spec, {
     pluginsDir: config.pluginsDir,
     cwd: io.cwd,
     env: io.env,
-    initTimeoutMs: config.plugins.initTimeoutMs,
     ...(args.registry === undefined ? {} : { registry: args.registry }),
     ...(args.force === true ? { force: true } : {}),
+    ...(allowScripts ? { allowScripts: true } : {}),
     onProgress: (line) => io.out(line),
   });
   for (const warning of result.warnings) io.out(`warning: ${warning}`);
@@ -85,10 +93,37 @@ async function install(spec: string, args: CommandArgs, io: CliIo): Promise<numb
     ['SPI range', `${result.spiRange} (broker SPI ${result.spiVersion})`],
     ['folder', result.dir],
     ['dependencies', `${result.dependencies} package${result.dependencies === 1 ? '' : 's'} in its node_modules`],
+    ['integrity', result.integrity],
+    ['entry', `${result.entry} (the module the broker loads)`],
+    ['scripts', scriptsLine(result)],
   ];
   for (const [label, value] of details) io.out(`  ${`${label}:`.padEnd(14)}${value}`);
+  for (const s of result.installScripts) io.out(`${' '.repeat(16)}${s.package} ${s.script}: ${s.command}`);
+  if (result.installScripts.length > 0 && !result.scriptsRun) io.out(SCRIPTS_SKIPPED_NOTE);
+  io.out(
+    `Nothing of ${result.name} has run yet${result.scriptsRun && result.installScripts.length > 0 ? ' but its install scripts' : ''}: ` +
+      `the broker loads ${result.entry} when it starts, and a plugin's code runs inside the broker process with its rights ` +
+      `(docs/plugin-authoring.md, "Plugins are trusted code"). \`bifro plugin verify ${result.name}\` loads it now and checks every phase (this runs its code).`,
+  );
   io.out(RESTART_NOTE);
   return EXIT.OK;
+}
+
+/** Why --allow-scripts is opt-in, printed whenever it is used. */
+const ALLOW_SCRIPTS_WARNING =
+  '--allow-scripts: npm runs the install scripts of the package and of every dependency now, as this user, with this ' +
+  "shell's environment (tokens, credentials) and files, before Bifro has checked anything: they can do whatever you can. " +
+  'Allow them only for a package you trust that needs them (a native module built on install).';
+
+const SCRIPTS_SKIPPED_NOTE =
+  'These install scripts were not run. A dependency that builds native code on install does not load without its script: ' +
+  'if `bifro plugin verify` fails for that reason, and you trust the package, install it again with --allow-scripts --force.';
+
+function scriptsLine(r: InstallResult): string {
+  const n = r.installScripts.length;
+  if (n === 0) return 'none declared';
+  const what = `${n} install script${n === 1 ? '' : 's'} declared`;
+  return r.scriptsRun ? `${what}, run (--allow-scripts):` : `${what}, NOT run (--allow-scripts runs them):`;
 }
 
 const RESTART_NOTE =
@@ -201,6 +236,17 @@ async function verify(target: string, args: CommandArgs, io: CliIo): Promise<num
     optionsFor: (kind, name) => refsOf(config, kind).find((ref) => ref.use === name)?.options,
   });
   io.out(headline(report));
+  if (report.dir !== undefined) {
+    const record = await readInstallRecord(report.dir);
+    if (record !== undefined)
+      io.out(
+        `Installed by bifro plugin install from ${record.spec} at ${record.installedAt}: integrity ${record.integrity}; ` +
+          `${record.installScripts.length} install script(s) declared, ${record.scriptsRun ? 'run' : 'not run'}`,
+      );
+  }
+  // Phase import loads the entry module: its top-level code runs here, as at the broker's start.
+  if (report.steps.some((s) => s.phase === 'import' && s.status !== 'skipped'))
+    io.out(`Loaded ${report.name ?? target} (its code ran in this process, as it will in the broker's):`);
   io.out(
     formatTable(
       ['PHASE', 'KIND', 'RESULT', 'DETAIL'],

@@ -6,7 +6,7 @@ import { startBroker } from '../../runtime/broker';
 import { BROKER_UMASK } from '../../security/secure-defaults';
 import type { BrokerConfig } from '../../base/config-types';
 import { createLogger, type Logger } from '../../base/logger';
-import { isRunning, readPidFile, removePidFile, writePidFile } from '../../runtime/pid-file';
+import { isRunning, pidHolder, readPidFile, removePidFile, writePidFile } from '../../runtime/pid-file';
 import { startWorkers, type StartedBroker } from '../../runtime/primary';
 import { checkWorkerCount } from '../../runtime/worker-marker';
 import { loadCliConfig } from '../cli-config';
@@ -61,7 +61,9 @@ async function runForeground(args: CommandArgs, io: CliIo, onReady?: (listeners:
   // What the broker writes (pid file, data directory, storage files created later too) is the owner's only.
   process.umask(BROKER_UMASK);
   const logger = createLogger({ level: config.log.level, ...(config.log.pretty !== undefined ? { pretty: config.log.pretty } : {}) });
-  await writePidFile(config.pidFile);
+  const tookOver = await writePidFile(config.pidFile);
+  // A pid reused by another process (PID 1 after a container restart) must not keep the broker down.
+  if (tookOver !== undefined) logger.warn({ pidFile: config.pidFile }, tookOver);
   const workers = config.workers ?? 1;
   let broker: StartedBroker;
   try {
@@ -152,7 +154,7 @@ function readyTimeoutMs(config: BrokerConfig): number {
 
 async function startDaemon(config: BrokerConfig, rawArgs: readonly string[], io: CliIo, script: string): Promise<number> {
   const holder = await readPidFile(config.pidFile).catch(() => undefined);
-  if (holder !== undefined && isRunning(holder)) {
+  if (holder !== undefined && pidHolder(holder, config.pidFile).state === 'broker') {
     throw new BifroError('BIFRO_PID_ALREADY_RUNNING', `a broker is already running with pid ${holder} (pid file ${config.pidFile})`, {
       file: config.pidFile,
       pid: holder,

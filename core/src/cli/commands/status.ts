@@ -1,5 +1,5 @@
 import { BifroError } from '../../base/errors';
-import { isRunning, readPidFile } from '../../runtime/pid-file';
+import { pidHolder, readPidFile } from '../../runtime/pid-file';
 import { loadCliConfig } from '../cli-config';
 import { EXIT, type CliIo } from '../cli-io';
 import type { CommandArgs } from '../usage';
@@ -19,8 +19,10 @@ export async function statusCommand(args: CommandArgs, io: CliIo): Promise<numbe
     io.out(`bifro is not running (no pid file at ${config.pidFile})`);
     return EXIT.NOT_RUNNING;
   }
-  if (!isRunning(pid)) {
-    io.out(`bifro is not running (stale pid file ${config.pidFile} names pid ${pid}, which has exited)`);
+  const holder = pidHolder(pid, config.pidFile);
+  if (holder.state !== 'broker') {
+    const why = holder.state === 'exited' ? 'which has exited' : `but ${holder.reason}`;
+    io.out(`bifro is not running (stale pid file ${config.pidFile} names pid ${pid}, ${why})`);
     return EXIT.NOT_RUNNING;
   }
   io.out(`bifro is running (pid ${pid}, node ${config.nodeId}, pid file ${config.pidFile})`);

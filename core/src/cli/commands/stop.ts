@@ -1,5 +1,5 @@
 import { BifroError } from '../../base/errors';
-import { isRunning, readPidFile, removePidFile } from '../../runtime/pid-file';
+import { isRunning, pidHolder, readPidFile, removePidFile } from '../../runtime/pid-file';
 import { loadCliConfig } from '../cli-config';
 import { EXIT, type CliIo } from '../cli-io';
 import type { CommandArgs } from '../usage';
@@ -15,9 +15,12 @@ export async function stopCommand(args: CommandArgs, io: CliIo): Promise<number>
   if (pid === undefined) {
     throw new BifroError('BIFRO_CLI_NOT_RUNNING', `bifro is not running (no pid file at ${pidFile})`, { pidFile });
   }
-  if (!isRunning(pid)) {
+  const holder = pidHolder(pid, pidFile);
+  if (holder.state !== 'broker') {
+    // Never signal a process that reuses the pid (PID 1 after a container restart would be told to stop).
     await removePidFile(pidFile, pid);
-    throw new BifroError('BIFRO_CLI_NOT_RUNNING', `bifro is not running (removed stale pid file ${pidFile} naming pid ${pid})`, {
+    const why = holder.state === 'other' ? `: ${holder.reason}, it was not signalled` : '';
+    throw new BifroError('BIFRO_CLI_NOT_RUNNING', `bifro is not running (removed stale pid file ${pidFile} naming pid ${pid}${why})`, {
       pidFile,
       pid,
     });

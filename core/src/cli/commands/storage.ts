@@ -4,7 +4,7 @@ import pino from 'pino';
 import type { StorageReport, StorageTools } from '@bifro/spi';
 import { BifroError } from '../../base/errors';
 import { configuredStorage, type ConfiguredStorage } from '../../plugin-host/storage-tools';
-import { isRunning, readPidFile } from '../../runtime/pid-file';
+import { pidHolder, readPidFile } from '../../runtime/pid-file';
 import { UsageError } from '../cli-errors';
 import { loadCliConfig } from '../cli-config';
 import { EXIT, type CliIo } from '../cli-io';
@@ -47,7 +47,8 @@ export async function storageCommand(args: CommandArgs, io: CliIo, prompt: Repai
 
   const config = await loadCliConfig(args, io);
   const pid = await readPidFile(config.pidFile).catch(() => undefined);
-  if (pid !== undefined && isRunning(pid))
+  // A live process that is not the broker of this pid file (PID reuse after a restart) does not count.
+  if (pid !== undefined && pidHolder(pid, config.pidFile).state === 'broker')
     throw new BifroError(
       'BIFRO_CLI_BROKER_RUNNING',
       `the broker of this configuration runs (pid ${pid}, pid file ${config.pidFile}): stop it before \`bifro storage ${sub}\``,

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import { tenantIdProblem } from '@bifro/spi';
 import { tokenHash } from '../../api/api-auth';
 import { UsageError } from '../cli-errors';
 import { EXIT, type CliIo } from '../cli-io';
@@ -31,7 +32,9 @@ export async function tokenCommand(args: readonly string[], io: CliIo, usage: st
   if (name === undefined) throw new UsageError('bifro token create: --name is required (shown in request logs instead of the token)');
   if (!NAME.test(name)) throw new UsageError(`bifro token create: --name "${name}": expected 1-64 letters, digits, ".", "_", "@" or "-"`);
   const tenant = values.tenant;
-  if (tenant !== undefined && tenant.trim() === '') throw new UsageError('bifro token create: --tenant: expected a tenant id');
+  // A tenant no client can log into (and no API route can address) would be a token for nothing.
+  const problem = tenant === undefined ? undefined : tenantIdProblem(tenant);
+  if (problem !== undefined) throw new UsageError(`bifro token create: --tenant ${JSON.stringify(tenant)}: ${problem}`);
   const token = randomBytes(32).toString('base64url');
   const line = `    - { name: ${name}, hash: "${tokenHash(token)}"${tenant !== undefined ? `, tenant: ${JSON.stringify(tenant)}` : ''} }`;
   io.out(token);
