@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import type { MqttClient } from 'mqtt';
-import { expectOthersUnaffected, openFileDescriptors, USER_TABLE_AUTH } from '../support/isolation';
+import { expectOthersUnaffected, openFileDescriptors, NO_LOGIN_BACKOFF, USER_TABLE_AUTH } from '../support/isolation';
 import { collect, connectAsync, subscribe, uniqueName, waitUntil, type MessageCollector } from '../support/mqtt-helpers';
 import {
   ack,
@@ -930,7 +930,7 @@ describe('25 malformed packets, by packet type', () => {
   let baselineFds = 0;
 
   beforeAll(async () => {
-    tb = await startTestBroker(USER_TABLE_AUTH);
+    tb = await startTestBroker(USER_TABLE_AUTH + NO_LOGIN_BACKOFF);
     watcher = (
       await connectAsync(tb.port, { protocolVersion: 5, username: 'alice', password: 'alice-pw', clientId: uniqueName('m25-will') })
     ).client;

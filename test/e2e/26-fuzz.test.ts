@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import { expectOthersUnaffected, failedLogins, openFileDescriptors, USER_TABLE_AUTH } from '../support/isolation';
+import { expectOthersUnaffected, failedLogins, openFileDescriptors, NO_LOGIN_BACKOFF, USER_TABLE_AUTH } from '../support/isolation';
 import { sleep, waitUntil } from '../support/mqtt-helpers';
 import { ByteConn, PINGREQ, TYPE, describeFrame, type Version } from '../support/mqtt-bytes';
 import {
@@ -123,7 +123,7 @@ describe('26 fuzz', () => {
   let checks = 0;
 
   beforeAll(async () => {
-    tb = await startTestBroker(USER_TABLE_AUTH);
+    tb = await startTestBroker(USER_TABLE_AUTH + NO_LOGIN_BACKOFF);
     await expectOthersUnaffected(tb.port);
     await sleep(100);
     rssBaseline = rssMax = process.memoryUsage().rss;

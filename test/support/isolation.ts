@@ -11,6 +11,13 @@ import { connectAsync, publish, subscribe, tryConnect, collect, uniqueName, type
 /** bifro.yml lines that load the user-table fixture as the only auth plugin (fixture plugins dir). */
 export const USER_TABLE_AUTH = 'plugins:\n  auth: ["@fixtures/auth-user-table"]\n';
 
+/**
+ * The back-off of password guessing off (security.loginFailures): a suite that runs
+ * {@link expectOthersUnaffected} after each of hundreds of cases makes as many wrong logins from
+ * 127.0.0.1, which the default back-off rightly stops; it is tested in 54-brute-force.
+ */
+export const NO_LOGIN_BACKOFF = 'security:\n  loginFailures: { perLogin: 0, perAddress: 0 }\n';
+
 export const USERS = {
   alice: { password: 'alice-pw', tenant: 'ta' },
   bob: { password: 'bob-pw', tenant: 'tb' },
