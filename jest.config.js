@@ -2,8 +2,8 @@
 /** Packages published as ES modules only, reached by the admin API's dependencies (fastify inject's cookie). */
 const ESM_ONLY = ['cookie'];
 
-/** @type {import('jest').Config} */
-module.exports = {
+/** Options both lanes share. */
+const base = {
   testEnvironment: 'node',
   roots: ['<rootDir>/spi', '<rootDir>/core', '<rootDir>/plugins', '<rootDir>/test', '<rootDir>/archetype'],
   testMatch: ['**/test/**/*.test.ts'],
@@ -20,4 +20,37 @@ module.exports = {
     '^@bifro/core$': '<rootDir>/core/src/index.ts',
   },
   testTimeout: 20000,
+};
+
+/**
+ * The suites that start NATS servers and broker clusters or run the delivery checkers: about half
+ * of the run's time, mostly waiting on leases, heartbeats and faults. `npm test` runs them as one
+ * lane (project `cluster`) beside the rest (project `main`), each lane one file at a time
+ * (test/run-lanes.js). The lanes share no port, data or server: every suite binds port 0 and
+ * starts its own NATS, PostgreSQL or registry in a temp dir.
+ */
+const CLUSTER_FILES = [
+  '<rootDir>/test/e2e/4[0-6]-*.test.ts',
+  '<rootDir>/test/e2e/49-*.test.ts',
+  '<rootDir>/test/e2e/5[0-3]-*.test.ts',
+  '<rootDir>/plugins/storage-nats/test/**/*.test.ts',
+  '<rootDir>/core/test/bench/**/*.test.ts',
+  '<rootDir>/core/test/cluster/**/*.test.ts',
+];
+/** The same files as path regular expressions, for the other lane to leave out. */
+const CLUSTER_PATHS = [
+  '<rootDir>/test/e2e/(4[0-6]|49|5[0-3])-[^/]*\\.test\\.ts$',
+  '<rootDir>/plugins/storage-nats/test/',
+  '<rootDir>/core/test/bench/',
+  '<rootDir>/core/test/cluster/',
+];
+
+/** @type {import('jest').Config} */
+module.exports = {
+  // Adds one line per finished file with the count and the time so far (`default` prints failures and the summary).
+  reporters: ['default', '<rootDir>/test/support/progress-reporter.js'],
+  projects: [
+    { ...base, displayName: 'cluster', testMatch: CLUSTER_FILES },
+    { ...base, displayName: 'main', testPathIgnorePatterns: [...base.testPathIgnorePatterns, ...CLUSTER_PATHS] },
+  ],
 };

@@ -2,10 +2,11 @@ import path from 'node:path';
 import type { PluginKind } from '@bifro/spi';
 import { USAGE, parseArgs, type CliArgs } from './args';
 import { CliError, EXIT, usageError } from './cli-error';
-import { bypassValues, createPluginGenerator, plannedFiles, templateData } from './generator';
+import { bypassValues, createPluginGenerator, plannedFiles, templateData, type TemplateData } from './generator';
 import { DEFAULT_KIND, isKind, parseKinds } from './kinds';
 import { defaultPackageName, packageNameProblem } from './names';
 import { checkTarget, defaultDescription, displayPath, type PluginAnswers } from './project';
+import { checkVendorable, vendorSpi } from './spi-source';
 import { ownVersion } from './versions';
 
 /** Where the command reads and writes; `process` by default, replaced in tests. */
@@ -144,27 +145,50 @@ async function run(argv: readonly string[], io: CliIo): Promise<number> {
     answers = answersFromFlags(k, args, io.cwd);
   }
 
-  const result = await generator.runActions(templateData(answers));
+  const data = templateData(answers);
+  checkVendorable(data.spi);
+  const result = await generator.runActions(data);
   if (result.failures.length > 0) {
     const lines = result.failures.map((f) => `  ${f.type}${f.path ? ` ${f.path}` : ''}: ${f.error}`);
     throw new CliError(`could not write the project in ${answers.directory}:\n${lines.join('\n')}`, EXIT.FAILED);
   }
+  if (data.spi.from === 'vendored') await vendorSpi(data.spi, answers.directory, io.env);
 
-  const where = displayPath(answers.directory, io.cwd);
-  const files = plannedFiles(answers.kinds);
-  io.out(
-    [
-      `Created ${answers.name} (${answers.kinds.join(', ')}) in ${where}:`,
-      ...files.map((f) => `  ${f}`),
-      '',
-      'Next steps:',
-      `  cd ${where.includes(' ') ? JSON.stringify(where) : where} && npm install && npm test && npm run build`,
-      '',
-      'Then install it into a broker (bifro plugin install <tarball|name>, or copy the folder into',
-      'the plugins directory), check it with `bifro plugin verify`, and select it in conf/bifro.yml:',
-      'README.md shows how.',
-      '',
-    ].join('\n'),
-  );
+  io.out(nextSteps(data, io.cwd));
   return EXIT.OK;
+}
+
+/** What was created, and the commands that take it to a running broker, exactly as they work from here. */
+function nextSteps(data: TemplateData, cwd: string): string {
+  const where = displayPath(data.directory, cwd);
+  const files = [...plannedFiles(data.kinds), ...(data.spiTarball === undefined ? [] : [data.spiTarball])].sort();
+  const quote = (p: string): string => (/[\s"'$]/.test(p) ? JSON.stringify(p) : p);
+  const lines = [`Created ${data.name} (${data.kinds.join(', ')}) in ${where}:`, ...files.map((f) => `  ${f}`), ''];
+  if (data.spi.from === 'vendored') {
+    lines.push(
+      `@bifro/spi ${data.spiVersion} comes from ${data.spi.sourceDir} (not from a registry): packed into ${data.spiTarball},`,
+      `the project's devDependency. Once @bifro/spi is on your registry: npm install -D @bifro/spi@${data.spiRange}`,
+      '',
+    );
+  }
+  lines.push(
+    'Next steps:',
+    `  cd ${quote(where)} && npm install && npm test && npm run build && npm run pack`,
+    '',
+    `Then, from the broker's folder, install the tarball npm run pack writes, and restart the broker:`,
+    `  npx bifro plugin install ${quote(path.join(data.directory, data.tarball))}`,
+    'and select it in the broker config (conf/bifro.yml), for example:',
+    '  plugins:',
+    `    ${data.kinds[0]}:`,
+    ['auth', 'acl', 'events'].includes(data.kinds[0]!) ? `      - use: '${data.name}'` : `      use: '${data.name}'`,
+  );
+  if (data.kinds.includes('auth')) {
+    lines.push(
+      '',
+      `Without options its auth example accepts one user: user name "demo" (the login, as is), password`,
+      `"demo-secret", in tenant "demo". Configure options.users before production.`,
+    );
+  }
+  lines.push('README.md shows every option, and how to check it with bifro plugin verify.', '');
+  return lines.join('\n');
 }

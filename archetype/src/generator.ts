@@ -5,6 +5,7 @@ import type { ActionType, NodePlopAPI, PlopGenerator, PromptQuestion } from 'nod
 import { DEFAULT_KIND, KIND_INFO, KINDS, describeKinds, isKind } from './kinds';
 import { defaultPackageName, errorCodePrefix, packageNameProblem } from './names';
 import { defaultDescription, targetProblem, type PluginAnswers } from './project';
+import { spiDependency, type SpiDependency } from './spi-source';
 import { TOOLCHAIN, spiVersion } from './versions';
 
 /** Where the templates are: `templates/common/` for every project, `templates/<kind>/` per kind. */
@@ -25,8 +26,12 @@ export interface TemplateData extends PluginAnswers {
   readonly version: string;
   /** The `@bifro/spi` version this generator depends on, e.g. `1.1.0`. */
   readonly spiVersion: string;
-  /** The range the plugin declares (`bifro.spi`, peer and dev dependency): `^<spiVersion>`. */
+  /** The range the plugin declares (`bifro.spi`, peer dependency): `^<spiVersion>`. */
   readonly spiRange: string;
+  /** Where the project's devDependency on `@bifro/spi` comes from: the range, or a tarball packed into the project. */
+  readonly spi: SpiDependency;
+  /** The tarball of a vendored SPI (`vendor/bifro-spi-<version>.tgz`), else undefined. */
+  readonly spiTarball: string | undefined;
   /** Prefix of the plugin's error codes, e.g. `ACME_AUTH_LDAP`. */
   readonly errorPrefix: string;
   readonly keywords: readonly string[];
@@ -35,19 +40,25 @@ export interface TemplateData extends PluginAnswers {
   readonly devDependencies: Readonly<Record<string, string>>;
 }
 
-/** The template data for a set of answers. */
-export function templateData(answers: PluginAnswers): TemplateData {
+/**
+ * The template data for a set of answers; `spi` says where the SPI of the project's devDependency
+ * comes from (by default: a registry, or the clone this generator runs from, see spi-source.ts).
+ */
+export function templateData(answers: PluginAnswers, spi?: SpiDependency): TemplateData {
   const version = spiVersion();
   const spiRange = `^${version}`;
+  const dependency = spi ?? spiDependency(version);
   return {
     ...answers,
     version: PROJECT_VERSION,
     spiVersion: version,
     spiRange,
+    spi: dependency,
+    spiTarball: dependency.from === 'vendored' ? dependency.tarball : undefined,
     errorPrefix: errorCodePrefix(answers.name),
     keywords: ['bifro-plugin', ...answers.kinds.map((k) => `bifro-${k}`)],
     tarball: `${answers.name.replace(/^@/, '').replace('/', '-')}-${PROJECT_VERSION}.tgz`,
-    devDependencies: { '@bifro/spi': spiRange, ...TOOLCHAIN },
+    devDependencies: { '@bifro/spi': dependency.spec, ...TOOLCHAIN },
   };
 }
 

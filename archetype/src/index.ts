@@ -19,4 +19,5 @@ export {
 export { DEFAULT_KIND, KIND_INFO, KINDS, parseKinds, type KindInfo } from './kinds';
 export { defaultPackageName, errorCodePrefix, packageNameProblem } from './names';
 export { defaultDescription, targetProblem, type PluginAnswers } from './project';
+export { isSourceCheckout, spiDependency, spiTarballName, VENDOR_DIR, type SpiDependency } from './spi-source';
 export { spiVersion, TOOLCHAIN } from './versions';

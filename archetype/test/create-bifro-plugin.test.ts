@@ -40,6 +40,8 @@ interface GeneratedPackage {
 }
 
 const SPI_VERSION = readJson<{ version: string }>(path.join(ROOT, 'spi', 'package.json')).version;
+/** Where a project generated from this clone gets @bifro/spi. */
+const SPI_TARBALL = `vendor/bifro-spi-${SPI_VERSION}.tgz`;
 const ROOT_DEV = readJson<{ devDependencies: Record<string, string> }>(path.join(ROOT, 'package.json')).devDependencies;
 const TOOLS = ['@types/jest', '@types/node', 'jest', 'ts-jest', 'typescript'] as const;
 
@@ -105,7 +107,21 @@ describe('generating a project without a terminal', () => {
     const out = p.result?.stdout ?? '';
     expect(out).toContain(`Created ${p.name} (${p.kinds.join(', ')}) in ${path.basename(p.dir)}:`);
     for (const kind of p.kinds) expect(out).toContain(`  src/${kind}.ts\n`);
-    expect(out).toContain(`cd ${path.basename(p.dir)} && npm install && npm test && npm run build`);
+    expect(out).toContain(`cd ${path.basename(p.dir)} && npm install && npm test && npm run build && npm run pack`);
+    // The install command names the tarball npm run pack writes, by a path that works from anywhere.
+    const tarball = `${p.name.replace(/^@/, '').replace('/', '-')}-0.1.0.tgz`;
+    expect(out).toContain(`  npx bifro plugin install ${path.join(p.dir, tarball)}\n`);
+    // Run from this clone, the SPI comes from it, and the output says so.
+    expect(out).toContain(`  ${SPI_TARBALL}\n`);
+    expect(out).toContain(`@bifro/spi ${SPI_VERSION} comes from ${path.join(ROOT, 'spi')} (not from a registry)`);
+  });
+
+  it('auth: prints the demo login, as it is typed (no tenant/user form), and the README has it', () => {
+    const p = project('auth');
+    expect(p.result?.stdout).toContain('user name "demo" (the login, as is), password\n"demo-secret", in tenant "demo"');
+    const readme = readFileSync(path.join(p.dir, 'README.md'), 'utf8');
+    expect(readme).toContain('| `demo` | `demo-secret` | `demo` |');
+    expect(project('events').result?.stdout).not.toContain('demo-secret');
   });
 
   it.each([...KINDS, 'auth+acl'])('%s: writes the common files and those of its kinds only', (label) => {
@@ -121,11 +137,16 @@ describe('generating a project without a terminal', () => {
       'test/plugin.test.ts',
       'tsconfig.build.json',
       'tsconfig.json',
+      SPI_TARBALL,
       ...p.kinds.flatMap((k) => [`src/${k}.ts`, `test/${k}.test.ts`]),
     ].sort();
     expect(listFiles(p.dir)).toEqual(expected);
-    expect(readFileSync(path.join(p.dir, '.gitignore'), 'utf8')).toMatch(/^node_modules\/$/m);
-    for (const file of expected) {
+    const gitignore = readFileSync(path.join(p.dir, '.gitignore'), 'utf8');
+    expect(gitignore).toMatch(/^node_modules\/$/m);
+    // *.tgz (npm run pack's output) is ignored, the SPI the devDependency names is not.
+    expect(gitignore).toMatch(/^\*\.tgz$/m);
+    expect(gitignore).toContain(`\n!${SPI_TARBALL}\n`);
+    for (const file of expected.filter((f) => !f.endsWith('.tgz'))) {
       const text = readFileSync(path.join(p.dir, file), 'utf8');
       expect({ file, unrendered: /\{\{|\}\}/.test(text) }).toEqual({ file, unrendered: false });
     }
@@ -154,8 +175,17 @@ describe('generating a project without a terminal', () => {
       },
       bifro: { kinds: [...p.kinds], spi: range, main: 'dist/index.js', description: p.description },
       peerDependencies: { '@bifro/spi': range },
-      devDependencies: { '@bifro/spi': range, ...Object.fromEntries(TOOLS.map((t) => [t, ROOT_DEV[t]])) },
+      // From this clone: the SPI packed into the project, so that npm install needs no registry for it.
+      devDependencies: { '@bifro/spi': `file:${SPI_TARBALL}`, ...Object.fromEntries(TOOLS.map((t) => [t, ROOT_DEV[t]])) },
     });
+  });
+
+  it('packs the SPI of this clone into vendor/, as npm publishes it (package.json and dist/)', async () => {
+    const tar = await run('tar', ['-tzf', path.join(project('auth').dir, SPI_TARBALL)], { cwd: work });
+    expect(tar.code).toBe(0);
+    const files = tar.stdout.split('\n').filter((f) => f !== '');
+    expect(files).toEqual(expect.arrayContaining(['package/package.json', 'package/dist/index.js', 'package/dist/testing/index.js']));
+    expect(files.filter((f) => !/^package\/(dist\/|package\.json$|CHANGELOG\.md$|README\.md$)/.test(f))).toEqual([]);
   });
 
   it.each([...KINDS, 'auth+acl'])('%s: src/index.ts defines the plugin with a factory per kind; the README configures it', (label) => {
@@ -412,6 +442,6 @@ describe('the create-bifro-plugin package', () => {
     );
     for (const kind of KINDS)
       expect(files).toEqual(expect.arrayContaining([`templates/${kind}/src/${kind}.ts.hbs`, `templates/${kind}/test/${kind}.test.ts.hbs`]));
-    expect(files.filter((f) => !/^(bin|dist|templates)\//.test(f)).sort()).toEqual(['README.md', 'package.json']);
+    expect(files.filter((f) => !/^(bin|dist|templates)\//.test(f)).sort()).toEqual(['CHANGELOG.md', 'README.md', 'package.json']);
   }, 30_000);
 });

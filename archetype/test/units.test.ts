@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { PLUGIN_KINDS } from '@bifro/spi';
 import { parseArgs } from '../src/args';
@@ -6,6 +7,7 @@ import { CliError } from '../src/cli-error';
 import { HELPERS, plannedFiles, templateData } from '../src/generator';
 import { KIND_INFO, KINDS, parseKinds } from '../src/kinds';
 import { defaultPackageName, errorCodePrefix, packageNameProblem } from '../src/names';
+import { checkVendorable, isSourceCheckout, spiDependency } from '../src/spi-source';
 import { TOOLCHAIN, spiVersion } from '../src/versions';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -166,6 +168,50 @@ describe('templates', () => {
       tarball: 'acme-bifro-x-0.1.0.tgz',
       version: '0.1.0',
     });
-    expect(data.devDependencies).toEqual({ '@bifro/spi': `^${spiVersion()}`, ...TOOLCHAIN });
+    // This test runs in a clone: its @bifro/spi is the spi/ workspace, which no registry holds.
+    expect(data.devDependencies).toEqual({ '@bifro/spi': `file:vendor/bifro-spi-${spiVersion()}.tgz`, ...TOOLCHAIN });
+    expect(data.spiTarball).toBe(`vendor/bifro-spi-${spiVersion()}.tgz`);
+    const fromRegistry = templateData(
+      { directory: '/tmp/x', name: 'bifro-x', kinds: ['auth'], description: 'd' },
+      { from: 'registry', spec: `^${spiVersion()}` },
+    );
+    expect(fromRegistry.devDependencies['@bifro/spi']).toBe(`^${spiVersion()}`);
+    expect(fromRegistry.spiTarball).toBeUndefined();
+  });
+});
+
+describe('where the SPI of a generated project comes from', () => {
+  let tmp: string;
+  beforeAll(() => {
+    tmp = mkdtempSync(path.join(os.tmpdir(), 'spi-source-'));
+  });
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+  it('a registry when the generator runs installed (its @bifro/spi under a node_modules), the range', () => {
+    const installed = path.join(tmp, 'npx', 'node_modules', '@bifro', 'spi');
+    mkdirSync(installed, { recursive: true });
+    expect(isSourceCheckout(installed)).toBe(false);
+    expect(spiDependency('1.6.0', installed)).toEqual({ from: 'registry', spec: '^1.6.0' });
+  });
+
+  it('the clone when it runs from one (its @bifro/spi a workspace, also through the node_modules link): a vendored tarball', () => {
+    expect(isSourceCheckout(path.join(ROOT, 'spi'))).toBe(true);
+    // The repository's node_modules/@bifro/spi is a link to spi/: what counts is where it leads.
+    expect(isSourceCheckout(path.join(ROOT, 'node_modules', '@bifro', 'spi'))).toBe(true);
+    expect(spiDependency('1.6.0', path.join(ROOT, 'spi'))).toEqual({
+      from: 'vendored',
+      spec: 'file:vendor/bifro-spi-1.6.0.tgz',
+      tarball: 'vendor/bifro-spi-1.6.0.tgz',
+      sourceDir: path.join(ROOT, 'spi'),
+    });
+    expect(() => checkVendorable(spiDependency('1.6.0', path.join(ROOT, 'spi')))).not.toThrow();
+  });
+
+  it('refuses to vendor a checkout that is not built, before anything is written', () => {
+    const unbuilt = path.join(tmp, 'clone', 'spi');
+    mkdirSync(unbuilt, { recursive: true });
+    const dep = spiDependency('1.6.0', unbuilt);
+    expect(dep.from).toBe('vendored');
+    expect(() => checkVendorable(dep)).toThrow(`${unbuilt} is not built (no dist/index.js)`);
   });
 });

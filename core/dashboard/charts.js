@@ -5,15 +5,38 @@ import { h, num } from './dom.js';
 /** How much a plot shows: the 15 minutes the broker keeps. */
 const WINDOW_S = 15 * 60;
 
-/** The two plots the overview and a tenant's page share. */
+/**
+ * The two plots the overview and a tenant's page share. With one subscriber per message, in and out
+ * are equal: "out" is dashed, so the "in" line under it still shows.
+ */
 export const MESSAGES_PLOT = {
   title: 'Messages per second',
   series: [
     { label: 'in', color: '--series-1' },
-    { label: 'out', color: '--series-2' },
+    { label: 'out', color: '--series-2', dash: [8, 6] },
   ],
 };
-export const CONNECTIONS_PLOT = { title: 'Connections', series: [{ label: 'connections', color: '--series-3' }] };
+export const CONNECTIONS_PLOT = { title: 'Connections', whole: true, series: [{ label: 'connections', color: '--series-3' }] };
+
+/**
+ * The steps between a value axis' ticks: 1, 2 and 5 times a power of ten (uPlot's own also has
+ * 2.5, which made ticks such as 2.5 and 7.5). A plot of whole numbers (connections) steps by 1 at
+ * least: no tick at 0.25 of a connection.
+ */
+const STEPS = [-3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9].flatMap((e) => [1, 2, 5].map((m) => Number(`${m}e${e}`)));
+const WHOLE_STEPS = STEPS.filter((step) => step >= 1);
+
+/**
+ * Tick labels with as many decimals as the step between ticks has, so that each label is its
+ * tick's value (0.25 and 0.75 were shown rounded, as 0.3 and 0.8).
+ * @param {number[]} ticks
+ * @param {number} step
+ */
+export function tickLabels(ticks, step) {
+  const decimals = step >= 1 ? 0 : Math.ceil(-Math.log10(step) - 1e-9);
+  const format = new Intl.NumberFormat(undefined, { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
+  return ticks.map((v) => format.format(v));
+}
 
 /** @param {string} name a CSS custom property of :root */
 function css(name) {
@@ -22,8 +45,9 @@ function css(name) {
 
 /**
  * A live line plot over the last 15 minutes, in a captioned figure. The caption shows the latest
- * values as text (for screen readers, and for anyone who wants the number, not the line).
- * @param {{ title: string, unit?: string, series: { label: string, color: string }[] }} spec
+ * values as text (for screen readers, and for anyone who wants the number, not the line); the
+ * figure's `data-y-ticks` holds the value axis' labels as drawn.
+ * @param {{ title: string, unit?: string, whole?: boolean, series: { label: string, color: string, dash?: number[] }[] }} spec
  */
 export function liveChart(spec) {
   const now = h('span', { class: 'now', 'aria-live': 'off' }, '—');
@@ -50,12 +74,29 @@ export function liveChart(spec) {
         label: s.label,
         stroke: css(s.color),
         width: 2,
+        ...(s.dash ? { dash: s.dash } : {}),
         value: (/** @type {uPlot} */ _u, /** @type {number | null} */ v) => (v === null ? '—' : `${num(v)}${spec.unit ?? ''}`),
       })),
     ],
-    axes: [{ ...axis }, { ...axis, size: 60, values: (_u, ticks) => ticks.map((v) => num(v)) }],
-    // The caption holds the latest values; the legend only names the lines.
-    legend: { show: true, live: false },
+    axes: [
+      { ...axis },
+      {
+        ...axis,
+        size: 60,
+        incrs: spec.whole ? WHOLE_STEPS : STEPS,
+        values: (_u, ticks, _axis, _space, step) => {
+          const labels = tickLabels(ticks, step);
+          figure.dataset.yTicks = JSON.stringify(labels);
+          return labels;
+        },
+      },
+    ],
+    // The caption holds the latest values; the legend only names the lines (a dashed line, dashed).
+    legend: {
+      show: true,
+      live: false,
+      markers: { dash: (_u, i) => (spec.series[i - 1]?.dash ? 'dashed' : 'solid') },
+    },
     cursor: { drag: { x: false, y: false } },
   };
   const plot = new uPlot(options, /** @type {uPlot.AlignedData} */ (data), box);

@@ -59,6 +59,18 @@ export function num(n) {
   return Math.abs(n) >= 100 || Number.isInteger(n) ? INTEGER.format(n) : DECIMAL.format(n);
 }
 
+/** @type {Record<number, string>} */
+const MQTT_VERSIONS = { 3: '3.1', 4: '3.1.1', 5: '5.0' };
+
+/**
+ * The MQTT version a CONNECT's protocol level stands for (3 → 3.1, 4 → 3.1.1, 5 → 5.0): the one
+ * name the page uses for it everywhere (the API answers the level).
+ * @param {number} level
+ */
+export function mqttVersion(level) {
+  return MQTT_VERSIONS[level] ?? `level ${level}`;
+}
+
 /** @param {number | undefined} n */
 export function bytes(n) {
   if (n === undefined) return '—';

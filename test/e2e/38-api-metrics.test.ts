@@ -95,6 +95,38 @@ describe('GET /metrics', () => {
   });
   afterAll(() => b?.stop());
 
+  // First in the file: the process metrics are made at the first scrape, whose event-loop
+  // monitor has no sample yet.
+  it('gives the event-loop delay without the monitor resolution, and no sentinel before its first sample', async () => {
+    const lagFigures = ['min', 'max', 'mean', 'stddev', 'p50', 'p90', 'p99'].map((f) => `bifro_nodejs_eventloop_lag_${f}_seconds`);
+    const first = await scrape(b);
+    for (const [name, family] of first)
+      for (const m of family.metrics) {
+        // Histogram and summary rows have buckets or quantiles instead.
+        if (m.value === undefined) continue;
+        const value = Number(m.value);
+        // Before: lag_min 9223372036.85 (the histogram's empty minimum) and lag_mean NaN.
+        expect({ name, finite: Number.isFinite(value) }).toEqual({ name, finite: true });
+        if (name.includes('eventloop')) expect({ name, belowAMinute: value >= 0 && value < 60 }).toEqual({ name, belowAMinute: true });
+      }
+    // The figures over an interval without a sample are left out, not made up.
+    for (const name of lagFigures) expect([name, first.get(name)?.metrics.length ?? 0]).toEqual([name, 0]);
+    expect(sample(first, 'bifro_nodejs_eventloop_lag_seconds')).toBeGreaterThanOrEqual(0);
+
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const next = await scrape(b);
+    for (const name of lagFigures) expect([name, sample(next, name) !== undefined]).toEqual([name, true]);
+    // Each sample of the monitor is its 10 ms timer plus the delay: read as it was, even the
+    // smallest delay of an idle loop was 10 ms. The resolution taken off, it is about 1 ms.
+    expect(sample(next, 'bifro_nodejs_eventloop_lag_min_seconds')).toBeLessThan(0.005);
+    expect(sample(next, 'bifro_nodejs_eventloop_lag_p99_seconds')).toBeGreaterThanOrEqual(
+      sample(next, 'bifro_nodejs_eventloop_lag_p50_seconds')!,
+    );
+    expect(sample(next, 'bifro_nodejs_eventloop_lag_max_seconds')).toBeGreaterThanOrEqual(
+      sample(next, 'bifro_nodejs_eventloop_lag_p99_seconds')!,
+    );
+  });
+
   it('parses as Prometheus text with the bifro_ names, process metrics included', async () => {
     const families = await scrape(b);
     for (const name of [

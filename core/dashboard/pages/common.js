@@ -50,28 +50,61 @@ export function tenantOf(ctx) {
 }
 
 /**
- * A tenant picker for admin tokens: a text field suggesting the tenants the broker knows (the
- * suggestions are a convenience: when they fail to load, the field still takes any id). A tenant
- * token's pages work on its own tenant, so the field is hidden.
+ * The tenant picker of a tenant-scoped page (sessions, retained). A tenant token works on its own
+ * tenant: no picker, a hidden field. An admin picks among the tenants the broker knows; a page
+ * opened without a tenant is given the busiest one (most connections), so it opens on data rather
+ * than on an empty form. Should the list fail to load, a text field takes any tenant id instead.
  * @param {import('../app.js').PageContext} ctx
- * @param {string} current
+ * @param {string} current the tenant in the URL, or ''
+ * @param {(tenant: string | undefined, picked: boolean) => void} pick called when the user picks a
+ *   tenant (`picked`), or with the busiest one when `current` is '' (`undefined`: no tenant yet)
  */
-export function tenantField(ctx, current) {
+export function tenantField(ctx, current, pick) {
   if (!ctx.who.admin) return h('input', { type: 'hidden', name: 'tenant', value: ctx.who.tenant });
-  const list = h('datalist', { id: 'known-tenants' });
-  void all('/api/v1/tenants', {}, 1000)
-    .then((p) =>
-      fill(
-        list,
-        p.items.map((t) => h('option', { value: t.tenant })),
-      ),
+  const select = /** @type {HTMLSelectElement} */ (
+    h(
+      'select',
+      { name: 'tenant', id: 'tenant-picker', required: true, onchange: () => pick(select.value, true) },
+      h('option', { value: current }, current || 'Loading tenants…'),
     )
-    .catch(() => undefined);
-  return h(
-    'label',
-    {},
-    'Tenant',
-    h('input', { type: 'text', name: 'tenant', value: current, list: 'known-tenants', required: true, autocomplete: 'off' }),
-    list,
   );
+  const label = h('label', {}, 'Tenant', select);
+  // The busiest tenant is given only while the page is still the one asked for.
+  const asked = location.hash;
+  void all('/api/v1/tenants', {}, MAX_PICKER_TENANTS)
+    .then(({ items }) => {
+      /** @type {string[]} */
+      const ids = items.map((/** @type {any} */ t) => t.tenant);
+      // A link to a tenant not seen since the start still opens on it.
+      if (current !== '' && !ids.includes(current)) ids.unshift(current);
+      if (ids.length === 0) {
+        fill(select, h('option', { value: '' }, 'no tenant seen yet'));
+        select.disabled = true;
+      } else {
+        fill(
+          select,
+          ids.map((id) => h('option', { value: id }, id)),
+        );
+        select.value = current;
+      }
+      if (current === '' && location.hash === asked) pick(busiest(items), false);
+    })
+    .catch(() => {
+      const input = h('input', { type: 'text', name: 'tenant', value: current, required: true, autocomplete: 'off' });
+      fill(label, 'Tenant', input);
+    });
+  return label;
+}
+
+/** The picker lists the first tenants by id, as many as one page of the API gives. */
+const MAX_PICKER_TENANTS = 1000;
+
+/**
+ * The tenant with the most connections, the first by id among equals.
+ * @param {{ tenant: string, connections: number }[]} items
+ */
+function busiest(items) {
+  let best = items[0];
+  for (const t of items) if (t.connections > best.connections) best = t;
+  return best?.tenant;
 }

@@ -29,6 +29,7 @@ export function render(main, ctx) {
     lag: liveChart({ title: 'Event-loop lag (p99)', unit: ' ms', series: [{ label: 'lag', color: '--series-1' }] }),
   };
   charts.messages.element.id = 'chart-messages';
+  charts.connections.element.id = 'chart-connections';
   const shown = ctx.who.admin ? Object.values(charts) : [charts.messages, charts.connections, charts.dropped];
   const nodes = h('div');
   fill(

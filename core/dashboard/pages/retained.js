@@ -20,7 +20,7 @@ export function render(main, ctx) {
   const form = h(
     'form',
     { class: 'row', role: 'search', onsubmit: (/** @type {Event} */ e) => search(e) },
-    tenantField(ctx, tenant),
+    tenantField(ctx, tenant, (t, picked) => open(t, picked)),
     h('label', {}, 'Topic filter', h('input', { type: 'text', name: 'filter', value: filter, autocomplete: 'off', required: true })),
     h('button', { type: 'submit' }, 'Browse'),
   );
@@ -33,8 +33,22 @@ export function render(main, ctx) {
     const q = new URLSearchParams({ tenant: String(data.get('tenant') ?? ''), filter: String(data.get('filter') ?? '#') });
     ctx.go(`#/retained?${q}`);
   }
+  /**
+   * A tenant picked (a new history entry) or given as the busiest (in place of the URL without one).
+   * @param {string | undefined} t
+   * @param {boolean} picked
+   */
+  function open(t, picked) {
+    if (t === undefined) {
+      fill(results, h('p', { class: 'muted' }, 'No tenant has connected since the broker started.'));
+      return;
+    }
+    const hash = `#/retained?${new URLSearchParams({ tenant: t, filter })}`;
+    if (picked) ctx.go(hash);
+    else location.replace(hash);
+  }
   if (tenant === '') {
-    fill(results, h('p', { class: 'muted' }, 'Pick a tenant to browse its retained messages.'));
+    fill(results, h('p', { class: 'muted' }, 'Loading tenants…'));
     return;
   }
   const tbody = h('tbody');

@@ -1,6 +1,6 @@
 // @ts-check
 import { api, seg } from '../api.js';
-import { fill, h, num, time } from '../dom.js';
+import { fill, h, mqttVersion, num, time } from '../dom.js';
 import { errorNotice, tenantField, tenantOf } from './common.js';
 
 export const title = 'Sessions';
@@ -21,7 +21,7 @@ export function render(main, ctx) {
   const form = h(
     'form',
     { class: 'row', role: 'search', onsubmit: (/** @type {Event} */ e) => search(e) },
-    tenantField(ctx, tenant),
+    tenantField(ctx, tenant, (t, picked) => open(t, picked)),
     h('label', {}, 'Client id starts with', h('input', { type: 'text', name: 'prefix', value: prefix, autocomplete: 'off' })),
     h('label', {}, 'User', h('input', { type: 'text', name: 'user', value: user, autocomplete: 'off' })),
     h('button', { type: 'submit' }, 'Search'),
@@ -40,8 +40,23 @@ export function render(main, ctx) {
     ctx.go(`#/sessions?${q}`);
   }
 
+  /**
+   * A tenant picked (a new history entry) or given as the busiest (in place of the URL without one).
+   * @param {string | undefined} t
+   * @param {boolean} picked
+   */
+  function open(t, picked) {
+    if (t === undefined) {
+      fill(results, h('p', { class: 'muted' }, 'No tenant has connected since the broker started.'));
+      return;
+    }
+    const q = new URLSearchParams({ tenant: t, ...(prefix ? { prefix } : {}), ...(user ? { user } : {}) });
+    if (picked) ctx.go(`#/sessions?${q}`);
+    else location.replace(`#/sessions?${q}`);
+  }
+
   if (tenant === '') {
-    fill(results, h('p', { class: 'muted' }, 'Pick a tenant to list its sessions.'));
+    fill(results, h('p', { class: 'muted' }, 'Loading tenants…'));
     return;
   }
   void list(results, tenant, prefix, user, selected);
@@ -110,7 +125,7 @@ async function list(box, tenant, prefix, user, selected) {
                       h('span', { class: `badge ${s.online ? 'ok' : 'warn'}` }, s.online ? 'online' : 'offline'),
                       s.persistent ? h('span', { class: 'muted' }, ' persistent') : null,
                     ),
-                    h('td', {}, { 3: '3.1', 4: '3.1.1', 5: '5.0' }[s.protocolVersion] ?? String(s.protocolVersion)),
+                    h('td', {}, mqttVersion(s.protocolVersion)),
                     h('td', { class: 'num' }, num(s.subscriptions)),
                     h('td', { class: 'num' }, num(s.inboxDepth)),
                   ),
@@ -145,7 +160,7 @@ async function showSession(box, tenant, clientId) {
   const facts = [
     ['User', s.userId],
     ['State', s.online ? 'online' : 'offline'],
-    ['MQTT', String(s.protocolVersion)],
+    ['MQTT', mqttVersion(s.protocolVersion)],
     ['Persistent', s.persistent ? `yes, expiry ${s.expirySeconds === 4294967295 ? 'never' : `${num(s.expirySeconds)} s`}` : 'no'],
     ['Started', time(s.createdAt)],
     ...(c

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import fastifyStatic from '@fastify/static';
@@ -40,6 +41,13 @@ export async function registerDashboard(app: FastifyInstance): Promise<void> {
       route.config = { ...(route.config ?? {}), public: true };
   });
   app.get(DASHBOARD_PREFIX, { schema: { hide: true } }, async (_request, reply) => reply.redirect(`${DASHBOARD_PREFIX}/`, 301));
+  // Browsers ask for /favicon.ico on any page of this origin that names no icon (an API URL opened
+  // in a tab). Unknown, it would answer 401, and each 401 counts toward api.authFailuresPerMinute
+  // for the address, which behind `ssh -L` is everyone's 127.0.0.1.
+  const icon = readFileSync(join(DASHBOARD_DIR, 'favicon.svg'));
+  app.get('/favicon.ico', { schema: { hide: true }, config: { public: true } }, async (_request, reply) =>
+    reply.type('image/svg+xml').header('cache-control', 'public, max-age=86400').send(icon),
+  );
   await app.register(fastifyStatic, {
     root: DASHBOARD_DIR,
     prefix: `${DASHBOARD_PREFIX}/`,

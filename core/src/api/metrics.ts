@@ -7,6 +7,7 @@ import { CORE_VERSION } from '../plugin-host/core-version';
 import type { LoadedPluginInfo, PluginCallStats } from '../plugin-host/managers';
 import { COUNTER, resourceIndex, type TenantState } from '../tenancy/tenant-usage';
 import type { ApiContext } from './api-context';
+import { LAG_RESOLUTION_MS, LagMonitor, type LagStats } from './event-loop-lag';
 import { requireAdmin } from './api-auth';
 import { topK } from './top-k';
 
@@ -165,14 +166,108 @@ function snapshot(ctx: ApiContext): Snapshot {
 /** Process metrics (CPU, memory, handles, event-loop lag, GC) are the process's: collected once, shared by every broker in it. */
 let processRegistry: Registry | undefined;
 
+/**
+ * prom-client's event-loop figures are replaced by {@link eventLoopMetrics}: its monitor counts the
+ * timer's resolution into every delay and answers sentinels before its first sample. Its monitor
+ * cannot be left out of the defaults, so it is set to fire once an hour instead of every 10 ms.
+ */
+const PROM_CLIENT_LAG_PRECISION_MS = 3_600_000;
+
 function processMetrics(): Registry {
   if (processRegistry === undefined) {
     processRegistry = new Registry();
-    // One set of collectors per process (a GC observer and an event-loop delay monitor, no timers):
-    // brokers started and stopped in one process (tests) add none.
-    collectDefaultMetrics({ register: processRegistry, prefix: METRIC_PREFIX });
+    // One set of collectors per process (a GC observer and the event-loop delay monitors): brokers
+    // started and stopped in one process (tests) add none.
+    collectDefaultMetrics({ register: processRegistry, prefix: METRIC_PREFIX, eventLoopMonitoringPrecision: PROM_CLIENT_LAG_PRECISION_MS });
+    for (const name of EVENT_LOOP_METRICS) processRegistry.removeSingleMetric(`${METRIC_PREFIX}${name}`);
+    eventLoopMetrics(processRegistry);
   }
   return processRegistry;
+}
+
+/** A gauge with one unlabelled value read at scrape time, or no value at all (`undefined`). */
+class OptionalGauge extends Gauge {
+  constructor(
+    registry: Registry,
+    private readonly metricName: string,
+    private readonly metricHelp: string,
+    private readonly read: () => Promise<number | undefined> | number | undefined,
+  ) {
+    super({ name: metricName, help: metricHelp, registers: [registry] });
+  }
+
+  /** What the registry renders: no sample at all when there is no value (rather than 0 or a sentinel). */
+  async getForPromString(): Promise<{
+    name: string;
+    help: string;
+    type: 'gauge';
+    values: { labels: Record<string, string>; value: number }[];
+    aggregator: 'average';
+  }> {
+    const value = await this.read();
+    return {
+      name: this.metricName,
+      help: this.metricHelp,
+      type: 'gauge',
+      values: value === undefined ? [] : [{ labels: {}, value }],
+      aggregator: 'average',
+    };
+  }
+}
+
+/** The event-loop figures, under prom-client's names (dashboards know them), after `bifro_`. */
+const EVENT_LOOP_METRICS = [
+  'nodejs_eventloop_lag_seconds',
+  'nodejs_eventloop_lag_min_seconds',
+  'nodejs_eventloop_lag_max_seconds',
+  'nodejs_eventloop_lag_mean_seconds',
+  'nodejs_eventloop_lag_stddev_seconds',
+  'nodejs_eventloop_lag_p50_seconds',
+  'nodejs_eventloop_lag_p90_seconds',
+  'nodejs_eventloop_lag_p99_seconds',
+] as const;
+const LAG_FIGURES: readonly (readonly [name: string, stat: Exclude<keyof LagStats, 'count'>, what: string])[] = [
+  ['min', 'minMs', 'The smallest'],
+  ['max', 'maxMs', 'The largest'],
+  ['mean', 'meanMs', 'The mean'],
+  ['stddev', 'stddevMs', 'The standard deviation of the'],
+  ['p50', 'p50Ms', 'The 50th percentile of the'],
+  ['p90', 'p90Ms', 'The 90th percentile of the'],
+  ['p99', 'p99Ms', 'The 99th percentile of the'],
+];
+
+/** How long a callback queued now (setImmediate) waits to run, in seconds. */
+function immediateDelay(): Promise<number> {
+  const start = process.hrtime.bigint();
+  return new Promise((resolve) => setImmediate(() => resolve(Number(process.hrtime.bigint() - start) / 1e9)));
+}
+
+/**
+ * The event loop's delay since the previous scrape, from a monitor sampling every 10 ms with that
+ * resolution taken off (event-loop-lag.ts). Before the monitor's first sample (a scrape right
+ * after start) the interval figures have no value: they are left out of the scrape.
+ */
+function eventLoopMetrics(registry: Registry): void {
+  const monitor = new LagMonitor();
+  monitor.start();
+  let current: LagStats | undefined;
+  // Registered first, so collected first: it takes the interval every other figure reads.
+  new OptionalGauge(
+    registry,
+    `${METRIC_PREFIX}nodejs_eventloop_lag_seconds`,
+    'Event loop lag at the scrape: how long a callback queued then (setImmediate) waited to run.',
+    () => {
+      current = monitor.take();
+      return immediateDelay();
+    },
+  );
+  for (const [name, stat, what] of LAG_FIGURES)
+    new OptionalGauge(
+      registry,
+      `${METRIC_PREFIX}nodejs_eventloop_lag_${name}_seconds`,
+      `${what} event loop delay since the previous scrape (the monitor's ${LAG_RESOLUTION_MS} ms resolution taken off; absent without a sample).`,
+      () => (current === undefined ? undefined : current[stat] / 1000),
+    );
 }
 
 /**

@@ -1,6 +1,6 @@
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import type { Clock } from '../base/clock';
 import { COUNTER, resourceIndex, type TenantUsage } from '../tenancy/tenant-usage';
+import { LagMonitor } from './event-loop-lag';
 
 /** One point every 2 s: the dashboard's plots move at this pace. */
 export const HISTORY_SAMPLE_MS = 2000;
@@ -83,7 +83,7 @@ export class TrafficHistory {
   private readonly broker = new Rings();
   private readonly watched = new Map<string, Watched>();
   private readonly row = new Float64Array(SERIES);
-  private readonly lag: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
+  private readonly lag = new LagMonitor();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -93,7 +93,7 @@ export class TrafficHistory {
 
   start(): void {
     if (this.timer !== undefined) return;
-    this.lag.enable();
+    this.lag.start();
     this.readCounters(this.broker, undefined);
     this.timer = setInterval(() => this.sample(), HISTORY_SAMPLE_MS);
     this.timer.unref();
@@ -102,7 +102,7 @@ export class TrafficHistory {
   stop(): void {
     clearInterval(this.timer);
     this.timer = undefined;
-    this.lag.disable();
+    this.lag.stop();
   }
 
   /** The broker's points after `since` (ms since the epoch; 0 for all 15 minutes). */
@@ -140,9 +140,8 @@ export class TrafficHistory {
     const row = this.row;
     this.rates(this.broker, inSum, outSum, droppedSum, dt);
     row[CONNECTIONS] = connections;
-    // p99 of the loop's delay over the sample, in ms (the histogram counts nanoseconds).
-    row[LAG] = this.lag.count > 0 ? this.lag.percentile(99) / 1e6 : 0;
-    this.lag.reset();
+    // p99 of the loop's delay over the sample, in ms, the monitor's own resolution taken off (0: no sample).
+    row[LAG] = this.lag.take()?.p99Ms ?? 0;
     this.broker.push(now, row);
 
     for (const [tenantId, w] of this.watched) {

@@ -6,6 +6,14 @@ import { NODE_ID_PATTERN } from './config-schema';
 
 /** Where the broker looks for its configuration when none is named. */
 export const DEFAULT_CONFIG_FILE = path.join('conf', 'bifro.yml');
+/**
+ * Where `bifro plugin install` puts plugins and the broker scans for them when `pluginsDir` names
+ * no folder: `<dataDir>/plugins`. Installed plugins are state the broker user writes, like the
+ * storage: in the data directory they stay out of the installation (a clone's own `plugins/` are
+ * npm workspaces whose folders the docs generator reads). First-party plugins need no folder:
+ * they resolve by package name from the broker's node_modules.
+ */
+export const DEFAULT_PLUGINS_SUBDIR = 'plugins';
 /** The port a listener gets when it names none. */
 export const DEFAULT_PORTS: Readonly<Record<ListenerConfig['type'], number>> = { tcp: 1883, tls: 8883, ws: 8083, wss: 8084 };
 /** The host a listener binds when it names none and an auth plugin is configured. */

@@ -57,6 +57,7 @@ import {
   DEFAULT_MAX_KEEP_ALIVE_SECONDS,
   DEFAULT_MAX_QUEUED_BYTES_PER_CONNECTION,
   DEFAULT_PACKET_TIMEOUT_MS,
+  DEFAULT_PLUGINS_SUBDIR,
   DEFAULT_SECURITY,
   DEFAULT_SYS_INTERVAL_SECONDS,
   defaultNodeId,
@@ -185,7 +186,7 @@ function build(raw: RawConfig, ctx: BuildContext): BrokerConfig {
   };
 
   const dataDir = pick(overrides.dataDir, env.dataDir, raw.dataDir, 'data');
-  const pluginsDir = pick(overrides.pluginsDir, env.pluginsDir, raw.pluginsDir, 'plugins');
+  const pluginsDir = pick(overrides.pluginsDir, env.pluginsDir, raw.pluginsDir, path.join(dataDir, DEFAULT_PLUGINS_SUBDIR));
   const pidFile = raw.pidFile !== undefined ? fromFile(raw.pidFile) : path.join(dataDir, 'bifro.pid');
   const workers = overrides.workers ?? raw.workers;
 

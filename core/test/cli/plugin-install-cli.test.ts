@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { SPI_VERSION } from '@bifro/spi';
@@ -363,4 +363,45 @@ describe('bifro plugin install/remove/search: usage', () => {
     expect(help.stdout).toContain('[--registry URL] [--force] [--allow-scripts]');
     expect(help.stdout).toContain('bifro plugin search [words...] [--registry URL] [--json]');
   });
+});
+
+describe('the default plugins directory: <dataDir>/plugins, outside the installation', () => {
+  it('without --plugins-dir nor pluginsDir, installs into <dataDir>/plugins of the config, where list and verify find it', async () => {
+    const conf = path.join(tmp, 'conf');
+    mkdirSync(conf);
+    writeFileSync(path.join(conf, 'bifro.yml'), `dataDir: ../var\nplugins:\n  events:\n    - use: '${PLUGIN}'\n`);
+    // Run from the broker's folder: conf/bifro.yml is the config it reads.
+    const r = await bifro('plugin', 'install', fx.plugin['1.0.0']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const dir = path.join(tmp, 'var', 'plugins', PLUGIN_FOLDER);
+    expect(r.stdout).toContain(`  folder:       ${dir}\n`);
+    expect(readdirSync(path.join(tmp, 'var', 'plugins'))).toEqual([PLUGIN_FOLDER]);
+    // Not next to the config, not in the folder it ran from.
+    expect(readdirSync(conf)).toEqual(['bifro.yml']);
+    expect(existsSync(plugins)).toBe(false);
+
+    const list = await bifro('plugin', 'list');
+    expect(list.code).toBe(0);
+    expect(list.stdout).toContain(`(plugins directory ${path.join(tmp, 'var', 'plugins')})`);
+    expect(list.stdout).toMatch(new RegExp(`${PLUGIN.replace('/', '\\/')}\\s+1\\.0\\.0\\s+events\\s+.*plugins-dir\\s+events`));
+    expect((await bifro('plugin', 'verify', PLUGIN)).code).toBe(0);
+  }, 60_000);
+
+  it('follows the data directory of the environment (BIFRO_DATA_DIR) when no config names one', async () => {
+    const r = await bifroWith({ ...env(), BIFRO_DATA_DIR: 'state' }, 'plugin', 'install', fx.plugin['1.0.0']);
+    expect(r.code).toBe(0);
+    expect(readdirSync(path.join(tmp, 'state', 'plugins'))).toEqual([PLUGIN_FOLDER]);
+  }, 60_000);
+
+  it("from a clone, with the shipped conf/bifro.yml: installs go to data/plugins, not to the repository's workspaces, and the first-party plugins it uses still load", async () => {
+    const shipped = path.join(REPO, 'conf', 'bifro.yml');
+    const list = await bifro('plugin', 'list', '--config', shipped);
+    expect(list.stderr).toBe('');
+    expect(list.code).toBe(0);
+    expect(list.stdout).toContain(`(plugins directory ${path.join(REPO, 'data', 'plugins')})`);
+    // Resolved by package name from the broker's node_modules (npm links the workspaces there).
+    for (const used of ['@bifro/plugin-settings-file', '@bifro/plugin-storage-level'])
+      expect(list.stdout).toMatch(new RegExp(`${used.replace('/', '\\/')}\\s+1\\.0\\.0\\s+\\S+\\s+\\S+\\s+yes\\s+yes\\s+package`));
+  }, 60_000);
 });

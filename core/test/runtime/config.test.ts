@@ -46,7 +46,7 @@ describe('loadConfig: sources', () => {
     expect(config.file).toBe(path.join(REPO, 'conf', 'bifro.yml'));
     expect(config.configDir).toBe(path.join(REPO, 'conf'));
     expect(config.dataDir).toBe(path.join(REPO, 'data'));
-    expect(config.pluginsDir).toBe(path.join(REPO, 'plugins'));
+    expect(config.pluginsDir).toBe(path.join(REPO, 'data', 'plugins'));
     expect(config.pidFile).toBe(path.join(REPO, 'data', 'bifro.pid'));
     expect(config.listeners).toEqual([{ name: 'tcp', type: 'tcp', host: '127.0.0.1', port: 1883, proxyProtocol: false }]);
     expect(config.security).toEqual(DEFAULT_SECURITY);
@@ -172,7 +172,7 @@ log: { level: debug, pretty: false }
       configDir: tmp,
       nodeId: defaultNodeId(),
       dataDir: path.join(tmp, 'data'),
-      pluginsDir: path.join(tmp, 'plugins'),
+      pluginsDir: path.join(tmp, 'data', 'plugins'),
       pidFile: path.join(tmp, 'data', 'bifro.pid'),
       listeners: [{ name: 'tcp', type: 'tcp', host: '127.0.0.1', port: 1883, proxyProtocol: false }],
       plugins: { packages: [], initTimeoutMs: 10000, callTimeoutMs: 5000, auth: [], acl: [], events: [] },

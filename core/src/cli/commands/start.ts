@@ -4,7 +4,8 @@ import path from 'node:path';
 import { BifroError } from '../../base/errors';
 import { startBroker } from '../../runtime/broker';
 import { BROKER_UMASK } from '../../security/secure-defaults';
-import type { BrokerConfig } from '../../base/config-types';
+import type { BrokerConfig, ListenerConfig } from '../../base/config-types';
+import { DASHBOARD_PREFIX } from '../../api/dashboard';
 import { createLogger, type Logger } from '../../base/logger';
 import { isRunning, pidHolder, readPidFile, removePidFile, writePidFile } from '../../runtime/pid-file';
 import { startWorkers, type StartedBroker } from '../../runtime/primary';
@@ -23,7 +24,13 @@ const LOG_TAIL_LINES = 20;
 
 /** What the background broker tells `start --daemon` over the IPC channel. */
 type DaemonMessage =
-  | { readonly type: 'ready'; readonly pid: number; readonly listeners: readonly ListenerSummary[] }
+  | {
+      readonly type: 'ready';
+      readonly pid: number;
+      readonly listeners: readonly ListenerSummary[];
+      readonly api?: string | undefined;
+      readonly dashboard?: string | undefined;
+    }
   | { readonly type: 'failed'; readonly exitCode: number; readonly lines: readonly string[] };
 
 interface ListenerSummary {
@@ -31,6 +38,8 @@ interface ListenerSummary {
   readonly type: string;
   readonly host: string;
   readonly port: number;
+  /** How a client reaches it: `mqtt://127.0.0.1:1883`, `ws://127.0.0.1:8083/mqtt`. */
+  readonly url: string;
 }
 
 /**
@@ -45,7 +54,9 @@ export async function startCommand(args: CommandArgs, rawArgs: readonly string[]
   const daemonChild = io.env[DAEMON_CHILD_ENV] === '1' && typeof process.send === 'function';
   if (!daemonChild) return runForeground(args, io);
   try {
-    return await runForeground(args, io, (listeners) => sendToParent({ type: 'ready', pid: process.pid, listeners }));
+    return await runForeground(args, io, ({ listeners, api, dashboard }) =>
+      sendToParent({ type: 'ready', pid: process.pid, listeners, api, dashboard }),
+    );
   } catch (err) {
     const lines: string[] = [];
     const exitCode = reportError(err, { ...io, err: (text) => (lines.push(text), io.err(text)) });
@@ -56,7 +67,7 @@ export async function startCommand(args: CommandArgs, rawArgs: readonly string[]
 
 // ---------------------------------------------------------------- foreground
 
-async function runForeground(args: CommandArgs, io: CliIo, onReady?: (listeners: ListenerSummary[]) => Promise<void>): Promise<number> {
+async function runForeground(args: CommandArgs, io: CliIo, onReady?: (summary: StartupSummary) => Promise<void>): Promise<number> {
   const config = await loadCliConfig(args, io);
   // What the broker writes (pid file, data directory, storage files created later too) is the owner's only.
   process.umask(BROKER_UMASK);
@@ -66,27 +77,78 @@ async function runForeground(args: CommandArgs, io: CliIo, onReady?: (listeners:
   if (tookOver !== undefined) logger.warn({ pidFile: config.pidFile }, tookOver);
   const workers = config.workers ?? 1;
   let broker: StartedBroker;
+  /** The admin API's address (one process only: docs/api.md § Limits). */
+  let apiUrl: string | undefined;
   try {
     // The data directory keeps its worker count: tenants are assigned to workers by it (docs/multicore.md).
     await checkWorkerCount(config.dataDir, workers);
-    broker =
-      workers > 1
-        ? await startWorkers(config, logger, { readyTimeoutMs: readyTimeoutMs(config), stopTimeoutMs: SHUTDOWN_TIMEOUT_MS - 5_000 })
-        : await startBroker(config, logger);
+    if (workers > 1)
+      broker = await startWorkers(config, logger, { readyTimeoutMs: readyTimeoutMs(config), stopTimeoutMs: SHUTDOWN_TIMEOUT_MS - 5_000 });
+    else {
+      const single = await startBroker(config, logger);
+      apiUrl = single.api?.url;
+      broker = single;
+    }
   } catch (err) {
     await removePidFile(config.pidFile, process.pid);
     await flush(logger);
     throw err;
   }
-  const listeners = broker.listeners.map(({ name, type, host, port }) => ({ name, type, host, port }));
+  const summary = startupSummary(config, broker, apiUrl);
   const plugins = broker.plugins.map((p) => `${p.name}@${p.version}`);
   logger.info(
-    { nodeId: config.nodeId, config: config.file ?? null, listeners, plugins, pidFile: config.pidFile, workers },
-    `bifro started: ${listeners.map((l) => `${l.type}://${l.host}:${l.port} (${l.name})`).join(', ')}; plugins: ${plugins.join(', ') || 'none'}`,
+    {
+      nodeId: config.nodeId,
+      config: config.file ?? null,
+      listeners: summary.listeners,
+      api: summary.api ?? null,
+      dashboard: summary.dashboard ?? null,
+      plugins,
+      pidFile: config.pidFile,
+      workers,
+    },
+    `bifro started: ${summary.text}; plugins: ${plugins.join(', ') || 'none'}`,
   );
   const stopped = waitForSignal(broker, config, logger);
-  if (onReady) await onReady(listeners);
+  if (onReady) await onReady(summary);
   return stopped;
+}
+
+/** Where a started broker can be reached. */
+interface StartupSummary {
+  readonly listeners: ListenerSummary[];
+  readonly api: string | undefined;
+  readonly dashboard: string | undefined;
+  /** The listeners, API and dashboard as the `bifro started` line says them. */
+  readonly text: string;
+}
+
+/** The URL scheme clients use for each listener type (MQTT.js and most clients take these). */
+const URL_SCHEMES: Readonly<Record<ListenerConfig['type'], string>> = { tcp: 'mqtt', tls: 'mqtts', ws: 'ws', wss: 'wss' };
+
+/** `host:port`, an IPv6 host in brackets. */
+function hostPort(host: string, port: number): string {
+  return `${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/**
+ * Where the started broker can be reached, for the `bifro started` line: every listener with its
+ * URL (the WebSocket path included), the admin API and, when served, the dashboard. One line an
+ * operator can copy from, instead of one per listener before it.
+ */
+function startupSummary(config: BrokerConfig, broker: Pick<StartedBroker, 'listeners'>, apiUrl: string | undefined): StartupSummary {
+  const listeners = broker.listeners.map(({ name, type, host, port }) => {
+    const configured = config.listeners.find((l) => l.name === name);
+    const scheme = URL_SCHEMES[type as ListenerConfig['type']] ?? type;
+    return { name, type, host, port, url: `${scheme}://${hostPort(host, port)}${configured?.path ?? ''}` };
+  });
+  const dashboard = apiUrl !== undefined && config.api?.dashboard === true ? `${apiUrl}${DASHBOARD_PREFIX}/` : undefined;
+  const parts = [
+    listeners.map((l) => `${l.url} (${l.name})`).join(', '),
+    ...(apiUrl !== undefined ? [`admin API ${apiUrl}`] : []),
+    ...(dashboard !== undefined ? [`dashboard ${dashboard}`] : []),
+  ];
+  return { listeners, api: apiUrl, dashboard, text: parts.join('; ') };
 }
 
 /** Resolves with the exit code after SIGINT/SIGTERM stopped the broker; a second signal exits at once. */
@@ -201,9 +263,12 @@ async function startDaemon(config: BrokerConfig, rawArgs: readonly string[], io:
 
   switch (outcome.type) {
     case 'ready': {
-      const where = outcome.listeners.map((l) => `${l.type}://${l.host}:${l.port} (${l.name})`).join(', ');
+      // As the broker's own `listening:` lines say them (scripts read this line); the URLs are in the log.
+      const where = outcome.listeners.map((l) => `${l.type}://${hostPort(l.host, l.port)} (${l.name})`).join(', ');
       io.out(`bifro started in the background (pid ${outcome.pid})`);
       io.out(`listening: ${where}`);
+      if (outcome.api !== undefined) io.out(`admin API: ${outcome.api}`);
+      if (outcome.dashboard !== undefined) io.out(`dashboard: ${outcome.dashboard}`);
       io.out(`log: ${logFile}`);
       return EXIT.OK;
     }
