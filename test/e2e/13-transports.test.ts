@@ -239,7 +239,8 @@ describe.each(transports)('13 transports: $name', (transport) => {
     const r = await transport.connect({
       protocolVersion,
       clientId: `${transport.listener}-refused-${protocolVersion}`,
-      username: 'refuse',
+      // One login per case: the same login refused on every transport would be backed off (security.loginFailures).
+      username: `refuse-${transport.listener}-${protocolVersion}`,
     });
     expect(r.connack).toBeUndefined();
     expect(r.error?.code).toBe(code);
