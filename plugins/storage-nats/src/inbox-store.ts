@@ -18,7 +18,8 @@ import { readInboxMessage, ValueReader, ValueWriter, writeInboxMessage } from '@
  * the loser reads the state again and retries. Writes of one session are queued here and what
  * queued up while one was in flight goes out as the next chunk (group commit per session);
  * writes of different sessions go out pipelined. Commits and drops move the head (a marker, or
- * the next chunk's headers); chunks wholly behind the head are then purged from the stream.
+ * the next chunk's headers); messages wholly behind the head are then deleted from the stream
+ * one by one, not purged (see cleanUp).
  */
 
 const H_KIND = 'Bifro-Kind';
@@ -142,6 +143,9 @@ export class NatsInboxStore implements InboxStore {
       const from = Math.max(afterSeq + 1, state.head);
       if (from >= state.next) return [];
       const out: InboxEntry[] = [];
+      // The seq the next chunk must start at (or before): chunks hold consecutive seqs from Head on.
+      let expected = from;
+      let missing: [number, number] | undefined;
       await link.scan(stream, subject, {}, (m) => {
         // Written after the state this read started from: so is every later message. Without
         // this stop, appends arriving as fast as the scan reads kept it going for seconds.
@@ -149,6 +153,8 @@ export class NatsInboxStore implements InboxStore {
         if (m.headers?.get(H_KIND) !== 'c') return true;
         const first = num(m, H_FIRST);
         if (num(m, H_NEXT) <= from) return true;
+        if (first > expected) missing ??= [expected, first - 1];
+        expected = Math.max(expected, num(m, H_NEXT));
         const r = new ValueReader(asBuffer(m.data));
         const n = r.varint();
         for (let i = 0; i < n; i++) {
@@ -161,6 +167,9 @@ export class NatsInboxStore implements InboxStore {
         }
         return true;
       });
+      if (out.length < max && expected < state.next) missing ??= [expected, state.next - 1];
+      // Dropped meanwhile (an append with dropOldest moved Head, its clean-up ran) is no loss.
+      if (missing !== undefined && stateOf(await link.last(stream, subject)).head <= missing[1]) this.reportMissing(subject, missing);
       return out;
     });
   }
@@ -201,6 +210,11 @@ export class NatsInboxStore implements InboxStore {
         lane.jobs.shift();
         this.states.delete(lane.subject);
         try {
+          // Still one purge, unlike the clean-up: a node cut off from NATS sends it when the link
+          // heals, before a new owner reads, where a listing and its deletes would come too late
+          // (the session's next owner would read the ended session's entries). Replayed by
+          // nats-server before 2.9.18 after a restart of every server, it empties the partition's
+          // stream up to it (docs/storage-nats.md § Failure behaviour).
           await link.purge(lane.stream, lane.subject);
           first.resolve();
         } catch (err) {
@@ -315,6 +329,17 @@ export class NatsInboxStore implements InboxStore {
     }
   }
 
+  /**
+   * Entries between Head and Next that the stream no longer holds: removed behind this store's
+   * back (a purge replayed by nats-server before 2.9.18, see {@link cleanUp}, or by hand). The
+   * read goes on after them: a warn line says which, since nobody else can.
+   */
+  private reportMissing(subject: string, [from, to]: [number, number]): void {
+    this.logger?.warn(
+      `inbox ${subject}: entries ${from} to ${to} are missing from the stream (removed outside this storage); reading goes on after them`,
+    );
+  }
+
   private remember(subject: string, state: InboxState): void {
     this.states.delete(subject);
     this.states.set(subject, state);
@@ -327,26 +352,26 @@ export class NatsInboxStore implements InboxStore {
   }
 
   /**
-   * Purges the messages of a subject whose entries are all behind `head`: walks from the
+   * Removes the messages of a subject whose entries are all behind `head`: walks from the
    * subject's first message to the first chunk with a live entry (or the state message `last`,
-   * which stays), then purges what lies before it. Only ever removes dead entries, so it needs no
-   * lock against writers, which only add after `last`.
+   * which stays), then deletes the messages before it one by one. Never a purge: the stream is
+   * shared by every session of the partition, and a purge replayed by a NATS cluster restarting
+   * (nats-server before 2.9.18) empties the whole stream up to it, every session's backlog with
+   * it (JetStreamLink.deleteMessages). Only ever removes dead entries, so it needs no lock
+   * against writers, which only add after `last`.
    */
   private async cleanUp(link: JetStreamLink, stream: string, subject: string, head: number, last: number): Promise<void> {
     try {
+      const dead: number[] = [];
       let cursor = 0;
-      let boundary = last;
       for (let step = 0; step < GC_MAX_STEPS; step++) {
         const m = await link.next(stream, subject, cursor);
         if (m === undefined || m.seq >= last) break;
-        if (m.headers?.get(H_KIND) === 'c' && num(m, H_NEXT) > head) {
-          boundary = m.seq;
-          break;
-        }
+        if (m.headers?.get(H_KIND) === 'c' && num(m, H_NEXT) > head) break;
+        dead.push(m.seq);
         cursor = m.seq + 1;
-        boundary = cursor;
       }
-      if (cursor > 0) await link.purge(stream, subject, boundary);
+      await link.deleteMessages(stream, dead);
     } catch (err) {
       this.logger?.warn(`inbox clean-up of ${subject} failed (retried at the next commit): ${(err as Error).message}`);
     }

@@ -41,6 +41,13 @@ const WALK_AFTER_TIMEOUT_MS = 30_000;
 /** The JetStream error code of `wrong last sequence`. */
 const WRONG_LAST_SEQUENCE = 10071;
 
+/** JetStream error codes of a message delete whose message is gone: `sequence n not found` (clustered), `no message found` (single server). */
+const SEQUENCE_NOT_FOUND = 10043;
+const MSG_DELETE_FAILED = 10057;
+
+/** Message deletes one {@link JetStreamLink.deleteMessages} has in flight at a time. */
+const DELETE_WINDOW = 64;
+
 function apiErrorCode(err: unknown): number | undefined {
   const api = (err as { api_error?: { err_code?: number } } | null)?.api_error;
   return api?.err_code;
@@ -133,6 +140,11 @@ export class JetStreamLink {
     const jsm = await nc.jetstreamManager({ timeout: opts.timeoutMs, checkAPI: false });
     const quick = await nc.jetstreamManager({ timeout: Math.max(200, Math.floor(opts.timeoutMs / CONSUMER_ATTEMPTS)), checkAPI: false });
     return new JetStreamLink(nc, nc.jetstream({ timeout: opts.timeoutMs }), jsm, quick, opts);
+  }
+
+  /** The version of the NATS server the connection is on (`2.9.10`), if it said. */
+  get serverVersion(): string | undefined {
+    return this.nc.info?.version;
   }
 
   /** Servers of the NATS cluster the connection knows (what it was told at connect), at least 1. */
@@ -316,9 +328,37 @@ export class JetStreamLink {
     }
   }
 
-  /** Removes the messages of `filter` (below stream sequence `before` when given), leaving no marker. */
+  /**
+   * Removes the messages of `filter` (below stream sequence `before` when given), leaving no
+   * marker. The KV buckets use it (their streams refuse message deletes), and an inbox's session
+   * delete; on nats-server before 2.9.18 a restart of every server can replay it as a purge of
+   * the whole stream (see {@link deleteMessages}), which NatsStorage.init warns about.
+   */
   async purge(stream: string, filter: string, before?: number): Promise<void> {
     await this.unavailableRetry(() => this.jsm.streams.purge(stream, before === undefined ? { filter } : { filter, seq: before }));
+  }
+
+  /**
+   * Removes messages by stream sequence (kept on disk until compacted, not erased); one already
+   * gone counts as removed. What a stream shared by many subjects uses instead of a filtered
+   * purge: nats-server before 2.9.18, recovering a replicated stream after every server of it
+   * stopped, replays each purge still in its log as a purge of the whole stream up to the purge's
+   * last sequence (nats-io/nats-server#4196), which took the other subjects' messages with it. A
+   * delete replays as the delete of that one message.
+   */
+  async deleteMessages(stream: string, seqs: readonly number[]): Promise<void> {
+    for (let i = 0; i < seqs.length; i += DELETE_WINDOW)
+      await Promise.all(seqs.slice(i, i + DELETE_WINDOW).map((seq) => this.deleteMessage(stream, seq)));
+  }
+
+  private async deleteMessage(stream: string, seq: number): Promise<void> {
+    try {
+      await this.unavailableRetry(() => this.jsm.streams.deleteMessage(stream, seq, false));
+    } catch (err) {
+      // Removed already (a clean-up that failed half way, or two nodes cleaning up the same inbox).
+      const code = apiErrorCode(err);
+      if (code !== SEQUENCE_NOT_FOUND && !(code === MSG_DELETE_FAILED && /no message found/i.test(describe(err)))) throw err;
+    }
   }
 
   /**

@@ -18,6 +18,23 @@ export const LAYOUT_FORMAT = 1;
 const OPEN_CONCURRENCY = 8;
 
 /**
+ * The first nats-server that replays a purge as the purge it was when it recovers a replicated
+ * stream; earlier ones purge the whole stream up to it (nats-io/nats-server#4196).
+ */
+const PURGE_REPLAY_FIXED = [2, 9, 18];
+
+/** Whether a nats-server version (`2.9.10`) predates {@link PURGE_REPLAY_FIXED}; false when unknown. */
+export function replaysPurgesWhole(version: string | undefined): boolean {
+  const parts = /^v?(\d+)\.(\d+)\.(\d+)/.exec(version ?? '');
+  if (parts === null) return false;
+  for (let i = 0; i < 3; i++) {
+    const n = Number(parts[i + 1]);
+    if (n !== PURGE_REPLAY_FIXED[i]) return n < PURGE_REPLAY_FIXED[i];
+  }
+  return false;
+}
+
+/**
  * Storage on NATS JetStream, shared by every node of a cluster (docs/storage-nats.md). init()
  * connects (rejecting with BIFRO_STORAGE_NATS_UNREACHABLE when no server answers within
  * `timeoutMs`), checks the layout under `prefix` and opens or creates its streams; close()
@@ -55,6 +72,11 @@ export class NatsStorage implements Storage {
     if (this.replicas < o.replicas)
       o.logger?.warn(`NATS storage: replicas ${o.replicas} capped at ${this.replicas}, the number of NATS servers in the cluster`);
     link.replicas = this.replicas;
+    // Inboxes never purge (their clean-up deletes messages one by one), but the KV buckets do.
+    if (this.replicas > 1 && replaysPurgesWhole(link.serverVersion))
+      o.logger?.warn(
+        `NATS storage: nats-server ${link.serverVersion} may lose session records, inflight state and retained messages when every server of the NATS cluster restarts at once (it replays a key's removal as a purge of the whole bucket, nats-io/nats-server#4196); run nats-server 2.9.18 or later`,
+      );
     try {
       await this.open(link);
     } catch (err) {
