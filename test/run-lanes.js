@@ -1,9 +1,8 @@
 'use strict';
-// `npm test` after the build: the two lanes of jest.config.js side by side, each one file at a
-// time: `cluster` (NATS servers, broker clusters, the delivery checkers: mostly waiting on leases,
-// heartbeats and faults) and `main` (everything else). Each line of a lane's output is prefixed
-// with its name; the exit code is the first non-zero one. With arguments (`npm test -- <paths or
-// jest options>`) jest runs once with them, as before the lanes.
+// `npm test` after the build: the lanes of jest.config.js (its projects: `cluster`, `e2e`,
+// `units`) side by side, each one file at a time. Each line of a lane's output is prefixed with
+// its name; the exit code is the first non-zero one. With arguments (`npm test -- <paths or jest
+// options>`) jest runs once with them, over every lane.
 
 const { spawn } = require('node:child_process');
 const path = require('node:path');
@@ -11,6 +10,8 @@ const readline = require('node:readline');
 
 const JEST = path.join(__dirname, '..', 'node_modules', 'jest', 'bin', 'jest.js');
 const args = process.argv.slice(2);
+/** The projects of jest.config.js. */
+const LANES = ['cluster', 'e2e', 'units'];
 
 function run(jestArgs, prefix) {
   return new Promise((resolve) => {
@@ -29,14 +30,10 @@ function run(jestArgs, prefix) {
 async function main() {
   if (args.length > 0) return run(args, '');
   const started = Date.now();
-  const codes = await Promise.all([
-    run(['--selectProjects', 'cluster', '--runInBand'], '[cluster] '),
-    run(['--selectProjects', 'main', '--runInBand'], '[main]    '),
-  ]);
+  const codes = await Promise.all(LANES.map((lane) => run(['--selectProjects', lane, '--runInBand'], `[${lane}]`.padEnd(10))));
   const seconds = Math.round((Date.now() - started) / 1000);
-  process.stderr.write(
-    `both lanes done in ${Math.floor(seconds / 60)} min ${seconds % 60} s: cluster ${codes[0] === 0 ? 'passed' : 'FAILED'}, main ${codes[1] === 0 ? 'passed' : 'FAILED'}\n`,
-  );
+  const outcome = LANES.map((lane, i) => `${lane} ${codes[i] === 0 ? 'passed' : 'FAILED'}`).join(', ');
+  process.stderr.write(`all lanes done in ${Math.floor(seconds / 60)} min ${seconds % 60} s: ${outcome}\n`);
   return codes.find((c) => c !== 0) ?? 0;
 }
 
