@@ -13,7 +13,6 @@ const base = {
     '^@bifro/spi/testing$': '<rootDir>/spi/src/testing/index.ts',
     '^@bifro/core$': '<rootDir>/core/src/index.ts',
   },
-  testTimeout: 20000,
 };
 
 /**
@@ -48,6 +47,8 @@ const E2E_IN_UNITS = '49-';
 
 /** @type {import('jest').Config} */
 module.exports = {
+  // A global option: jest reads it here, not in a project.
+  testTimeout: 20000,
   // Adds one line per finished file with the count and the time so far (`default` prints failures and the summary).
   reporters: ['default', '<rootDir>/test/support/progress-reporter.js'],
   projects: [
