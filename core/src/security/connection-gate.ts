@@ -49,14 +49,8 @@ interface Bucket {
   refusals: number;
 }
 
-export interface RateLimits {
-  /** Tokens added per second; 0 = no limit. */
-  readonly perAddressPerSecond: number;
-  /** Bucket size: connections accepted at once from an address that was quiet. */
-  readonly burst: number;
-  /** Most addresses tracked at once. */
-  readonly maxTrackedAddresses: number;
-}
+/** `security.connectionRate` (its keys are described in core/src/base/config-types.ts). */
+export type RateLimits = SecurityConfig['connectionRate'];
 
 /** A token bucket per remote address, in a bounded table. */
 export class AddressRateLimiter {
@@ -131,15 +125,8 @@ export class AddressRateLimiter {
   }
 }
 
-export interface FlapLimits {
-  /** Ends tolerated at once (the bucket); 0 = no flapping detection. */
-  readonly maxDisconnects: number;
-  /** The bucket refills completely in this many seconds. */
-  readonly windowSeconds: number;
-  readonly banSeconds: number;
-  /** Most client ids tracked at once. */
-  readonly maxTrackedClients: number;
-}
+/** `security.flapping` (its keys are described in core/src/base/config-types.ts). */
+export type FlapLimits = SecurityConfig['flapping'];
 
 interface FlapEntry {
   tokens: number;
@@ -236,12 +223,8 @@ export class FlapDetector {
   }
 }
 
-export interface OverloadLimits {
-  /** Event loop lag (ms) above which new connections are shed; 0 = not checked. */
-  readonly maxEventLoopLagMs: number;
-  /** Heap in use, in per cent of the heap limit, above which new connections are shed; 0 = not checked. */
-  readonly maxHeapUsedPercent: number;
-}
+/** `security.overload` (its keys are described in core/src/base/config-types.ts). */
+export type OverloadLimits = SecurityConfig['overload'];
 
 /** How often the probe samples: the lag it sees is how late this timer fired. */
 export const PROBE_INTERVAL_MS = 100;

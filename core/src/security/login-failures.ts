@@ -1,4 +1,5 @@
 import type { Clock } from '../base/clock';
+import type { SecurityConfig } from '../base/config-types';
 
 /**
  * Back-off of password guessing (docs/security.md § Password guessing): failed logins are counted
@@ -18,20 +19,8 @@ import type { Clock } from '../base/clock';
  * least recently failed evicted when full) and read a clock so tests do not sleep.
  */
 
-export interface LoginFailureLimits {
-  /** Failures of one login within the window before its attempts are spaced out; 0 = off. */
-  readonly perLogin: number;
-  /** Failures from one address within the window before its attempts are refused; 0 = off. */
-  readonly perAddress: number;
-  /** A count is forgotten this long after its last failure. */
-  readonly windowSeconds: number;
-  /** The first back-off interval; it doubles with each further failure. */
-  readonly backoffMs: number;
-  /** The longest back-off interval, and the longest a login's attempt is held. */
-  readonly maxBackoffMs: number;
-  /** Most logins, and most addresses, tracked at once. */
-  readonly maxTrackedKeys: number;
-}
+/** `security.loginFailures` (its keys are described in core/src/base/config-types.ts). */
+export type LoginFailureLimits = SecurityConfig['loginFailures'];
 
 /** What to do with an attempt: go on now, go on after `delayMs`, or refuse it. */
 export type LoginAdmission =
