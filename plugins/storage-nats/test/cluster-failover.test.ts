@@ -1,9 +1,8 @@
-import { connect, type NatsConnection } from 'nats';
-import type { InboxMessage } from '@bifro/spi';
+import type { NatsConnection } from 'nats';
 import type { NatsStorage } from '../src';
 import { startNatsCluster, type NatsCluster } from '../../../test/support/nats-server';
 import { sleep } from '../../../test/support/server-processes';
-import { sameStorage, storageOn } from './nats-fixtures';
+import { adminConnection, numberedMessage, sameStorage, storageOn } from './nats-fixtures';
 
 // Three nats-servers, streams at R3: one server is killed with SIGKILL while appends are in
 // flight. Every append that resolved must be read back; the test reports how long writes stalled.
@@ -17,19 +16,13 @@ let admin: NatsConnection;
 
 beforeAll(async () => {
   nats = await startNatsCluster(3);
-  admin = await connect({ servers: [...nats.urls] });
+  admin = await adminConnection(nats.urls);
 }, 30_000);
 
 afterAll(async () => {
   await admin?.close();
   await nats?.dispose();
 });
-
-function message(i: number): InboxMessage {
-  const payload = Buffer.alloc(4);
-  payload.writeUInt32BE(i);
-  return { message: { topic: `load/${i}`, payload, qos: 1, retain: false, publishedAt: 1 }, qos: 1, retain: false };
-}
 
 it('at R3, appends keep resolving when one NATS server is killed, and none that resolved is lost', async () => {
   const storage = storageOn(nats.urls, { replicas: 3, partitions: 2, timeoutMs: 5000 });
@@ -50,7 +43,7 @@ it('at R3, appends keep resolving when one NATS server is killed, and none that 
       const i = next++;
       const client = `c${i % SESSIONS}`;
       try {
-        await storage.inbox.append('t1', client, [message(i)], { maxSize: 1_000_000, dropOldest: false });
+        await storage.inbox.append('t1', client, [numberedMessage(i)], { maxSize: 1_000_000, dropOldest: false });
         const now = Date.now();
         longestGap = Math.max(longestGap, now - lastResolved);
         lastResolved = now;

@@ -1,8 +1,7 @@
-import { connect, type NatsConnection } from 'nats';
-import type { InboxMessage } from '@bifro/spi';
+import type { NatsConnection } from 'nats';
 import { replaysPurgesWhole } from '../src/nats-storage';
 import { startNatsCluster, type NatsCluster } from '../../../test/support/nats-server';
-import { sameStorage, storageOn } from './nats-fixtures';
+import { adminConnection, numberedMessage, sameStorage, storageOn } from './nats-fixtures';
 
 // Three nats-servers, streams at R3, every server killed with SIGKILL and started again (a NATS
 // cluster restarted by hand, or a power cut). The inbox stream of a partition is shared by its
@@ -19,19 +18,13 @@ let admin: NatsConnection;
 
 beforeAll(async () => {
   nats = await startNatsCluster(3);
-  admin = await connect({ servers: [...nats.urls] });
+  admin = await adminConnection(nats.urls);
 }, 30_000);
 
 afterAll(async () => {
   await admin?.close();
   await nats?.dispose();
 });
-
-function message(i: number): InboxMessage {
-  const payload = Buffer.alloc(4);
-  payload.writeUInt32BE(i);
-  return { message: { topic: `load/${i}`, payload, qos: 1, retain: false, publishedAt: 1 }, qos: 1, retain: false };
-}
 
 const limit = { maxSize: 1_000_000, dropOldest: false };
 
@@ -43,12 +36,12 @@ it("at R3, a session's backlog survives a restart of every NATS server after oth
 
   // A subscriber that fell behind: a backlog, partly read.
   for (let i = 0; i < BACKLOG; i += 50)
-    await Promise.all(Array.from({ length: 50 }, (_, k) => storage.inbox.append('t', 'slow', [message(i + k)], limit)));
+    await Promise.all(Array.from({ length: 50 }, (_, k) => storage.inbox.append('t', 'slow', [numberedMessage(i + k)], limit)));
   await storage.inbox.commit('t', 'slow', COMMITTED);
   // Subscribers that keep up: every commit cleans their read entries up, after the backlog was written.
   for (let r = 0; r < ROUNDS; r++) {
     for (const client of ['fast1', 'fast2']) {
-      await Promise.all(Array.from({ length: 5 }, (_, k) => storage.inbox.append('t', client, [message(r * 5 + k)], limit)));
+      await Promise.all(Array.from({ length: 5 }, (_, k) => storage.inbox.append('t', client, [numberedMessage(r * 5 + k)], limit)));
       await storage.inbox.commit('t', client, (r + 1) * 5);
     }
   }
@@ -120,7 +113,7 @@ it('a read says which entries are missing when messages of an inbox were removed
   await storage.init();
   try {
     // One chunk per append: appended one at a time.
-    for (let i = 0; i < 6; i++) await storage.inbox.append('t', 'gap', [message(i)], limit);
+    for (let i = 0; i < 6; i++) await storage.inbox.append('t', 'gap', [numberedMessage(i)], limit);
     const stream = `${storage.options.prefix.toUpperCase()}_INBOX_0`;
     const subject = `${storage.options.prefix}.inbox.0.t.gap`;
     const jsm = await admin.jetstreamManager();

@@ -1,4 +1,5 @@
 import { connect, type NatsConnection } from 'nats';
+import type { InboxMessage } from '@bifro/spi';
 import { NatsStorage, parseOptions, type NatsStorageOptions } from '../src';
 
 /** A storage under its own prefix, so cases sharing one nats-server never see each other's data. */
@@ -27,4 +28,11 @@ export async function deleteStreams(nc: NatsConnection, prefix: string): Promise
 
 export function adminConnection(servers: readonly string[]): Promise<NatsConnection> {
   return connect({ servers: [...servers] });
+}
+
+/** Inbox message `i` of a numbered load: its payload is `i` as 4 bytes, so a read back tells which arrived. */
+export function numberedMessage(i: number): InboxMessage {
+  const payload = Buffer.alloc(4);
+  payload.writeUInt32BE(i);
+  return { message: { topic: `load/${i}`, payload, qos: 1, retain: false, publishedAt: 1 }, qos: 1, retain: false };
 }
