@@ -13,7 +13,9 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { DOC_PORTS, freePort, runBlock, runnableBlocks, withPorts, type DocBlock } from '../support/doc-commands';
+import { DOC_PORTS, runBlock, runnableBlocks, withPorts, type DocBlock } from '../support/doc-commands';
+import { freePort } from '../support/server-processes';
+import { isRunning } from '../../core/src/runtime/pid-file';
 import { REPO } from '../support/test-broker';
 
 /**
@@ -77,15 +79,6 @@ function blockEnv(ports: ReadonlyMap<number, number>, token: string): NodeJS.Pro
   return { ...env, BIFRO_PORT: String(ports.get(1883)), BIFRO_LOG_PRETTY: 'false', TOKEN: token, npm_config_offline: 'true' };
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Whether pid is still one of the brokers this test started (a stale pid file may name a process since reused). */
 function isOurBroker(pid: number, dir: string): boolean {
   try {
@@ -107,7 +100,7 @@ async function stopLeftBrokers(dir: string): Promise<void> {
   }
   for (const pid of pids) process.kill(pid, 'SIGTERM');
   const deadline = Date.now() + 15000;
-  while (pids.some(alive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  while (pids.some((pid) => isRunning(pid)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
 }
 
 /** The api section the `broker` blocks assume, with the hash of `token`. */

@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import net from 'node:net';
 
 /**
  * The shell blocks of the docs that a reader is meant to run, and a runner for them
@@ -43,18 +42,6 @@ export const DOC_PORTS = [1883, 1884, 1885, 8091] as const;
 /** Replaces each port of {@link DOC_PORTS} written as a number of its own with its free counterpart. */
 export function withPorts(script: string, ports: ReadonlyMap<number, number>): string {
   return script.replace(/\b(1883|1884|1885|8091)\b/g, (p) => String(ports.get(Number(p)) ?? p));
-}
-
-/** A port nobody listens on now, on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export interface BlockResult {
