@@ -1,4 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 
 /**
@@ -35,4 +36,31 @@ export function killOnExit(child: ChildProcess): void {
       for (const c of live) c.kill('SIGKILL');
     });
   }
+}
+
+/**
+ * SIGSTOP `pid` and resolve once every thread of it is stopped (state T in /proc), so nothing
+ * sent after this resolves can still be answered: the kernel delivers a stop to a thread only
+ * when that thread next runs, and on a loaded machine that can be after the test's next request.
+ */
+export async function pauseProcess(pid: number): Promise<void> {
+  process.kill(pid, 'SIGSTOP');
+  const deadline = Date.now() + 10_000;
+  while (!allThreadsStopped(pid)) {
+    if (Date.now() > deadline) throw new Error(`process ${pid} did not stop within 10 s of SIGSTOP`);
+    await sleep(5);
+  }
+}
+
+function allThreadsStopped(pid: number): boolean {
+  const tasks = readdirSync(`/proc/${pid}/task`);
+  return tasks.every((tid) => {
+    try {
+      // The state follows the command name, which is in parentheses and may hold spaces.
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      return /^[tT]$/.test(stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3));
+    } catch {
+      return true; // the thread ended
+    }
+  });
 }

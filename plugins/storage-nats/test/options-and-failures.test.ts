@@ -1,6 +1,6 @@
 import { NatsStorage, parseOptions } from '../src';
 import { startNatsServer, type NatsCluster } from '../../../test/support/nats-server';
-import { freePort } from '../../../test/support/server-processes';
+import { freePort, pauseProcess } from '../../../test/support/server-processes';
 import { storageOn } from './nats-fixtures';
 
 describe('NATS storage options', () => {
@@ -51,38 +51,44 @@ describe('NATS storage when NATS is away', () => {
 
     it('calls reject after timeoutMs saying what failed, work again once NATS answers, and close does not hang', async () => {
       const storage = storageOn(nats.urls, { timeoutMs: 1000 });
-      await storage.init();
-      await storage.inbox.append('t1', 'c1', [inboxMessage(1)], { maxSize: 10, dropOldest: false });
-      const pid = nats.servers[0].pid as number;
-      process.kill(pid, 'SIGSTOP');
       try {
-        const started = Date.now();
-        await expect(storage.sessions.get('t1', 'c1')).rejects.toThrow(
-          /^BIFRO_STORAGE_NATS_TIMEOUT: session get \(t1\/c1\): no answer from JetStream within 1000 ms/,
-        );
-        await expect(storage.inbox.append('t1', 'c1', [inboxMessage(2)], { maxSize: 10, dropOldest: false })).rejects.toThrow(
-          /^BIFRO_STORAGE_NATS_TIMEOUT: inbox append \(t1\/c1, 1 messages\)/,
-        );
-        expect(Date.now() - started).toBeLessThan(15_000);
+        await storage.init();
+        await storage.inbox.append('t1', 'c1', [inboxMessage(1)], { maxSize: 10, dropOldest: false });
+        const pid = nats.servers[0].pid as number;
+        await pauseProcess(pid);
+        try {
+          const started = Date.now();
+          await expect(storage.sessions.get('t1', 'c1')).rejects.toThrow(
+            /^BIFRO_STORAGE_NATS_TIMEOUT: session get \(t1\/c1\): no answer from JetStream within 1000 ms/,
+          );
+          await expect(storage.inbox.append('t1', 'c1', [inboxMessage(2)], { maxSize: 10, dropOldest: false })).rejects.toThrow(
+            /^BIFRO_STORAGE_NATS_TIMEOUT: inbox append \(t1\/c1, 1 messages\)/,
+          );
+          expect(Date.now() - started).toBeLessThan(15_000);
+        } finally {
+          process.kill(pid, 'SIGCONT');
+        }
+        // The append that timed out may or may not have been stored; the inbox keeps working either way.
+        await storage.inbox.append('t1', 'c1', [inboxMessage(3)], { maxSize: 10, dropOldest: false });
+        const topics = (await storage.inbox.read('t1', 'c1', 0, 10)).map((e) => e.message.topic);
+        expect(topics[0]).toBe('q/1');
+        expect(topics[topics.length - 1]).toBe('q/3');
       } finally {
-        process.kill(pid, 'SIGCONT');
+        await storage.close();
       }
-      // The append that timed out may or may not have been stored; the inbox keeps working either way.
-      await storage.inbox.append('t1', 'c1', [inboxMessage(3)], { maxSize: 10, dropOldest: false });
-      const topics = (await storage.inbox.read('t1', 'c1', 0, 10)).map((e) => e.message.topic);
-      expect(topics[0]).toBe('q/1');
-      expect(topics[topics.length - 1]).toBe('q/3');
-      await storage.close();
     });
 
     it('with the server gone, calls reject saying NATS is disconnected, and close returns', async () => {
       const storage = storageOn(nats.urls, { timeoutMs: 1000 });
-      await storage.init();
-      await nats.servers[0].stop();
-      await expect(storage.retained.get('t1', 'a/b')).rejects.toThrow(
-        /BIFRO_STORAGE_NATS_TIMEOUT: retained get \(t1, a\/b\).*NATS disconnected, reconnecting to nats:\/\/127\.0\.0\.1:/,
-      );
-      await storage.close();
+      try {
+        await storage.init();
+        await nats.servers[0].stop();
+        await expect(storage.retained.get('t1', 'a/b')).rejects.toThrow(
+          /BIFRO_STORAGE_NATS_TIMEOUT: retained get \(t1, a\/b\).*NATS disconnected, reconnecting to nats:\/\/127\.0\.0\.1:/,
+        );
+      } finally {
+        await storage.close();
+      }
     });
   });
 });
