@@ -33,6 +33,11 @@ export class StandaloneTopology implements Topology {
     return true;
   }
 
+  /** One broker writes its sessions: nothing to fence. */
+  epochOf(): undefined {
+    return undefined;
+  }
+
   claim(): true {
     return true;
   }

@@ -21,11 +21,12 @@ afterAll(async () => {
 
 const destroy = (s: Storage): Promise<void> => deleteStreams(admin, (s as NatsStorage).options.prefix);
 
-describe('NATS storage: storage conformance kit, with close and reopen, and bans', () => {
+describe('NATS storage: storage conformance kit, with close and reopen, bans and fencing', () => {
   registerConformance(
     storageConformance({
       create: () => storageOn(nats.urls),
       reopen: async (previous) => sameStorage(previous as NatsStorage),
+      second: async (first) => sameStorage(first as NatsStorage),
       destroy,
       durable: true,
       bans: true,
@@ -43,6 +44,7 @@ describe('NATS storage: conformance through the plugin factory (one partition)',
         return factory(testPluginContext({ options: { servers: nats.urls, prefix: uniquePrefix('f'), partitions: 1, replicas: 1 } }));
       },
       reopen: async (previous) => sameStorage(previous as NatsStorage),
+      second: async (first) => sameStorage(first as NatsStorage),
       destroy,
       durable: true,
       bans: true,
