@@ -66,19 +66,6 @@ export interface SessionRecord {
   readonly disconnectedAt?: number;
   readonly subscriptions: readonly SubscriptionRecord[];
   readonly will?: WillRecord;
-  /**
-   * The owner epoch of the cluster node that wrote the record (SPI 1.7.0; absent outside a
-   * cluster). A storage with `shared: true` fences writes by it: see {@link SessionStore.put}.
-   */
-  readonly epoch?: number;
-}
-
-/** The code of the error a fenced session write rejects with (SPI 1.7.0): see {@link SessionStore.put}. */
-export const STORAGE_FENCED = 'BIFRO_STORAGE_FENCED';
-
-/** Whether `err` is a fenced session write's rejection (by its `code`: a plugin may bundle its own copy of this package). */
-export function isStorageFenced(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === STORAGE_FENCED;
 }
 
 /** Paging for list calls: keys are returned in ascending order, starting after `after`. */
@@ -92,20 +79,10 @@ export interface PageRequest {
 /** Session records, keyed by (tenantId, clientId). */
 export interface SessionStore {
   get(tenantId: string, clientId: string): Promise<SessionRecord | undefined>;
-  /**
-   * Create or replace. Fencing (SPI 1.7.0, required of a storage with `shared: true`, which a
-   * record's `epoch` is only given to): a put whose `epoch` is below the stored record's, or that
-   * would replace a record this storage instance read or wrote and that was written or removed by
-   * another writer since, unless the stored epoch is below the put's, rejects with an error whose
-   * `code` is {@link STORAGE_FENCED} and changes nothing. A node that lost a session to a newer
-   * owner, with a write still in flight, so cannot overwrite what the new owner wrote.
-   */
+  /** Create or replace. */
   put(record: SessionRecord): Promise<void>;
-  /**
-   * Remove the session, its inbox and its inflight state. With `epoch` (SPI 1.7.0, `shared: true`
-   * storages): fenced as {@link put} is, removing nothing when it is refused.
-   */
-  delete(tenantId: string, clientId: string, epoch?: number): Promise<void>;
+  /** Remove the session, its inbox and its inflight state. */
+  delete(tenantId: string, clientId: string): Promise<void>;
   /** Sessions of one tenant (or all tenants, ordered by tenant then client id) after a key. */
   list(page: PageRequest): Promise<SessionRecord[]>;
 }

@@ -4,4 +4,4 @@
  * not satisfy. The SPI grows by addition only: a new optional member is a minor bump, a removal or
  * a changed meaning is a major bump.
  */
-export const SPI_VERSION = '1.7.0';
+export const SPI_VERSION = '1.6.0';

@@ -1,6 +1,6 @@
 import { inject, injectable } from 'tsyringe';
 import type { BrokerEvent, ClientInfo, EventType, InflightRecord, QoS, SettingName, SettingValue } from '@bifro/spi';
-import { EVENT_TYPES, isStorageFenced } from '@bifro/spi';
+import { EVENT_TYPES } from '@bifro/spi';
 import type { BrokerConfig } from '../base/config-types';
 import type { Logger } from '../base/logger';
 import { ConnectionGate } from '../security/connection-gate';
@@ -399,15 +399,6 @@ export class Engine implements SessionRegistryHost {
 
   /** A storage call of a session failed: counted in the current episode (logged once per episode), reported as `distError`. */
   storageFailed(session: Session, what: string, err: unknown): void {
-    if (isStorageFenced(err)) {
-      // Not a storage fault: another node took the session, and storage refused this one's write.
-      this.logger.warn(
-        { tenantId: session.tenantId, clientId: session.clientId, what, err: describeError(err) },
-        'session write refused by fencing: another node owns the session now',
-      );
-      this.emit('distError', session.client, { what, error: describeError(err) });
-      return;
-    }
     this.storageHealth.failed(what, err, session.client);
     this.logger.debug(
       { tenantId: session.tenantId, clientId: session.clientId, what, err: describeError(err) },

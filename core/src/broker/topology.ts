@@ -4,7 +4,6 @@ import type { ClusterView, NodeLoad } from '../cluster/cluster-view';
 import type { SharedGroupMatch, SharedGroupRef } from '../routing/shared-group';
 import type { Message } from '../session/message';
 import type { Session, SessionWill, WriteWaiter } from '../session/session';
-import type { SessionFencing } from '../session/session-persistence';
 import type { ConnectionOrigin } from '../transport/connection-origin';
 import type { ListenerAddress } from '../transport/listener-address';
 
@@ -18,7 +17,7 @@ import type { ListenerAddress } from '../transport/listener-address';
  * part of this interface: nothing here names the engine). The engine and the protocol handlers
  * call it at the few points where the modes differ and never ask which mode they run in.
  */
-export interface Topology extends SessionFencing {
+export interface Topology {
   /** An accepted stream: the connection that serves it. */
   accept(socket: Duplex, origin: ConnectionOrigin): void;
 

@@ -278,8 +278,6 @@ export interface SessionOwnership {
   release(tenantId: string, clientId: string): Promise<boolean>;
   /** This node holds the session's registry entry. */
   owns(tenantId: string, clientId: string): boolean;
-  /** The epoch of this node's registry entry of the session; undefined when it holds none. */
-  epochOf(tenantId: string, clientId: string): number | undefined;
   /**
    * Whether this node holds its lease, looked at now: a lease that ran out since the last look
    * fences this node's sessions (`fenced`) before this returns false. Called before serving what

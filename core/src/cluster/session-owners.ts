@@ -181,10 +181,6 @@ export class SessionOwners implements SessionOwnership {
     return this.mine.has(sessionKey(tenantId, clientId));
   }
 
-  epochOf(tenantId: string, clientId: string): number | undefined {
-    return this.mine.get(sessionKey(tenantId, clientId))?.epoch;
-  }
-
   holdsLease(): boolean {
     return this.opts.holdsLease();
   }

@@ -10,7 +10,6 @@ import type {
   WillRecord,
 } from '@bifro/spi';
 import { inject, injectable } from 'tsyringe';
-import { RUNTIME_TOKENS } from '../base/tokens';
 import { PLUGIN_TOKENS } from '../plugin-host/tokens';
 import { fromStored, toStored } from './stored-message';
 import type { Delivery, SessionWill } from './session-types';
@@ -64,16 +63,6 @@ export function willFromRecord(w: WillRecord, clientId: string, now: number): { 
 }
 
 /**
- * Where a session's writes get their owner epoch (SPI 1.7.0 fencing): a cluster node's registry
- * entry of the session; none outside a cluster, or while the node holds no entry.
- */
-export interface SessionFencing {
-  epochOf(tenantId: string, clientId: string): number | undefined;
-}
-
-const UNFENCED: SessionFencing = { epochOf: () => undefined };
-
-/**
  * The persistent half of sessions, over the storage SPI: session records (subscriptions, will,
  * expiry), the inbox of deliveries waiting for the client, outbound QoS 1/2 in flight and inbound
  * QoS 2 packet ids. Only sessions with a non-zero expiry are written; transient sessions live in
@@ -81,10 +70,7 @@ const UNFENCED: SessionFencing = { epochOf: () => undefined };
  */
 @injectable()
 export class SessionPersistence {
-  constructor(
-    @inject(PLUGIN_TOKENS.Storage) readonly storage: Storage,
-    @inject(RUNTIME_TOKENS.Topology) private readonly fencing: SessionFencing = UNFENCED,
-  ) {}
+  constructor(@inject(PLUGIN_TOKENS.Storage) readonly storage: Storage) {}
 
   saveRecord(session: PersistedSession, disconnectedAt?: number): Promise<void> {
     const record: SessionRecord = {
@@ -98,16 +84,11 @@ export class SessionPersistence {
       subscriptions: [...session.subscriptions.values()] as SubscriptionRecord[],
       will: willRecord(session),
     };
-    // A cluster node's writes carry its epoch: storage refuses them once a newer owner wrote.
-    const epoch = this.fencing.epochOf(session.tenantId, session.clientId);
-    return this.storage.sessions.put(epoch === undefined ? record : { ...record, epoch });
+    return this.storage.sessions.put(record);
   }
 
   deleteSession(session: PersistedSession): Promise<void> {
-    const epoch = this.fencing.epochOf(session.tenantId, session.clientId);
-    return epoch === undefined
-      ? this.storage.sessions.delete(session.tenantId, session.clientId)
-      : this.storage.sessions.delete(session.tenantId, session.clientId, epoch);
+    return this.storage.sessions.delete(session.tenantId, session.clientId);
   }
 
   append(session: PersistedSession, d: Delivery, maxSize: number, dropOldest: boolean): Promise<{ appended: number; dropped: number }> {

@@ -178,7 +178,7 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
     if (this.registry.get(key) === undefined && previous.persistent && this.shared) {
       if (clean) {
         // Clean start discards what the other node kept [MQTT-3.1.2-4].
-        await this.storage.sessions.delete(client.tenantId, client.clientId, this.owners.epochOf(client.tenantId, client.clientId));
+        await this.storage.sessions.delete(client.tenantId, client.clientId);
       } else {
         const record = await this.storage.sessions.get(client.tenantId, client.clientId);
         if (record !== undefined && this.registry.get(key) === undefined) {
@@ -324,11 +324,6 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
     return this.owners.holdsLease();
   }
 
-  /** The epoch of this node's registry entry of a session: its storage writes carry it (fencing). */
-  epochOf(tenantId: string, clientId: string): number | undefined {
-    return this.owners.epochOf(tenantId, clientId);
-  }
-
   /** The session is no longer this node's to record; its connection is closed with 0x8E [MQTT-3.1.4-3]. */
   private letGo(tenantId: string, clientId: string, reason: string): Session | undefined {
     const session = this.registry.get(sessionListKey(tenantId, clientId));
@@ -375,9 +370,6 @@ export class ClusterSessions implements OwnershipHandlers, SessionObserver {
     // The entry knows a will the record may lack (a transient session's, or set after the record was written).
     const will = willGone ? undefined : (record.will ?? (entry.will !== undefined ? willOfEntry(entry.will) : undefined));
     const session = this.registry.adopt({ ...record, will }, at);
-    // Written at once with this node's epoch (a record of a connected session was, by adopt):
-    // from then on storage refuses the previous owner's writes still on their way (fencing).
-    if (offline && record.disconnectedAt !== undefined) this.registry.save(session, record.disconnectedAt).catch(() => undefined);
     if (offline) this.forgetPublished(session.key, this.owners.update(record.tenantId, record.clientId, this.state(session)));
   }
 

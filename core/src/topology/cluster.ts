@@ -66,10 +66,6 @@ export class ClusterTopology implements Topology {
     return this.sessions === undefined || this.sessions.holdsLease();
   }
 
-  epochOf(tenantId: string, clientId: string): number | undefined {
-    return this.sessions?.epochOf(tenantId, clientId);
-  }
-
   claim(client: ClientInfo, clean: boolean, persistent: boolean, will: SessionWill | undefined): true | Promise<boolean> {
     return this.sessions === undefined ? true : this.sessions.claim(client, clean, persistent, will);
   }

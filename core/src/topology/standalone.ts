@@ -33,11 +33,6 @@ export class StandaloneTopology implements Topology {
     return true;
   }
 
-  /** One broker writes its sessions: nothing to fence. */
-  epochOf(): undefined {
-    return undefined;
-  }
-
   claim(): true {
     return true;
   }

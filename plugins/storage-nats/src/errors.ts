@@ -29,12 +29,6 @@ export const NATS_STORAGE_ERRORS = {
     remedy:
       'Every node sharing a `prefix` must use the same `partitions`: set it back to the value named in the message, or use another `prefix` for a new layout.',
   },
-  BIFRO_STORAGE_FENCED: {
-    summary:
-      'A session write was refused because another node took the session since (a newer owner epoch wrote or removed its record): the node that tried no longer owns the session (SPI 1.7.0 fencing).',
-    remedy:
-      'Nothing to do: the session is served by the node that took it. Seen often, look for nodes pausing or losing NATS for longer than the lease (docs/cluster.md § Leases).',
-  },
   BIFRO_STORAGE_NATS_CLOSED: {
     summary: 'A storage call arrived before init() or after close().',
     remedy: 'A bug in the caller: storage may only be used between init() and close().',

@@ -20,21 +20,12 @@ import { readInboxMessage, ValueReader, ValueWriter, writeInboxMessage } from '@
  * writes of different sessions go out pipelined. Commits and drops move the head (a marker, or
  * the next chunk's headers); messages wholly behind the head are then deleted from the stream
  * one by one, not purged (see cleanUp).
- *
- * A session delete writes a reset marker (`Bifro-Kind: r`): the inbox is empty from there on,
- * seqs start at 1 again, and every later message carries the reset's stream sequence in
- * `Bifro-Since`, so a read skips what an earlier session of the client id left before it (the
- * clean-up deletes those messages later). One publish, so a node cut off from NATS that sends it
- * when the link heals empties the inbox at once, as the purge it replaces did, without the
- * purge's risk to the other sessions of the stream.
  */
 
 const H_KIND = 'Bifro-Kind';
 const H_FIRST = 'Bifro-First';
 const H_NEXT = 'Bifro-Next';
 const H_HEAD = 'Bifro-Head';
-/** Stream sequence of the reset marker the session's inbox started from (absent: none). */
-const H_SINCE = 'Bifro-Since';
 /** Id of the write that produced a message: tells an unanswered attempt that landed from one that did not. */
 const H_WRITE = 'Bifro-Write';
 /** This process's part of write ids. */
@@ -55,11 +46,9 @@ interface InboxState {
   readonly head: number;
   /** Stream sequence of the subject's last message; 0 when it has none. */
   readonly last: number;
-  /** Stream sequence of the last reset marker (session delete); messages before it are dead. 0: none. */
-  readonly since: number;
 }
 
-const EMPTY: InboxState = { next: 1, head: 1, last: 0, since: 0 };
+const EMPTY: InboxState = { next: 1, head: 1, last: 0 };
 
 type WriteJob =
   | {
@@ -90,8 +79,7 @@ function stateOf(m: ReadMsg | undefined): InboxState {
   const head = num(m, H_HEAD);
   if (!Number.isSafeInteger(next) || !Number.isSafeInteger(head))
     throw new Error(`inbox message ${m.seq} on ${m.subject} has no state headers`);
-  const since = m.headers?.get(H_KIND) === 'r' ? m.seq : Number(m.headers?.get(H_SINCE) || 0);
-  return { next, head, last: m.seq, since: Number.isSafeInteger(since) ? since : 0 };
+  return { next, head, last: m.seq };
 }
 
 function encodeEntry(m: InboxMessage): Buffer {
@@ -158,7 +146,7 @@ export class NatsInboxStore implements InboxStore {
       // The seq the next chunk must start at (or before): chunks hold consecutive seqs from Head on.
       let expected = from;
       let missing: [number, number] | undefined;
-      await link.scan(stream, subject, { after: state.since }, (m) => {
+      await link.scan(stream, subject, {}, (m) => {
         // Written after the state this read started from: so is every later message. Without
         // this stop, appends arriving as fast as the scan reads kept it going for seconds.
         if (m.seq > state.last) return false;
@@ -187,9 +175,9 @@ export class NatsInboxStore implements InboxStore {
   }
 
   /**
-   * Empties a session's inbox (session delete) with a reset marker. Queued behind the session's
-   * writes: an append the ended session issued and still in flight would otherwise land after the
-   * marker and hand the next session its messages.
+   * Removes a session's inbox (session delete). Queued behind the session's writes: an append the
+   * ended session issued and still in flight would otherwise land after the purge (its
+   * compare-and-set retried on the emptied subject) and hand the next session its messages.
    */
   clear(tenantId: string, clientId: string): Promise<void> {
     const link = this.ctx.link;
@@ -222,10 +210,13 @@ export class NatsInboxStore implements InboxStore {
         lane.jobs.shift();
         this.states.delete(lane.subject);
         try {
-          const last = await this.reset(link, lane.stream, lane.subject);
-          this.remember(lane.subject, { next: 1, head: 1, last, since: last });
+          // Still one purge, unlike the clean-up: a node cut off from NATS sends it when the link
+          // heals, before a new owner reads, where a listing and its deletes would come too late
+          // (the session's next owner would read the ended session's entries). Replayed by
+          // nats-server before 2.9.18 after a restart of every server, it empties the partition's
+          // stream up to it (docs/storage-nats.md § Failure behaviour).
+          await link.purge(lane.stream, lane.subject);
           first.resolve();
-          this.track(this.cleanUp(link, lane.stream, lane.subject, 1, last, last));
         } catch (err) {
           first.reject(err);
         }
@@ -295,7 +286,6 @@ export class NatsInboxStore implements InboxStore {
           payload = w.finish();
         }
         headers[H_WRITE] = `${WRITER}.${++this.writes}`;
-        if (base.since > 0) headers[H_SINCE] = String(base.since);
         try {
           last = await this.publishOnce(link, stream, subject, payload, headers, base.last);
         } catch (err) {
@@ -303,10 +293,10 @@ export class NatsInboxStore implements InboxStore {
           if (err instanceof WriteConflict && attempt < 10) continue;
           throw err;
         }
-        this.remember(subject, { next, head, last, since: base.since });
+        this.remember(subject, { next, head, last });
       }
       window.forEach((job, i) => (job.kind === 'commit' ? job.resolve() : job.resolve(results[i] as InboxAppendResult)));
-      if (head > base.head) this.track(this.cleanUp(link, stream, subject, head, last, base.since));
+      if (head > base.head) this.track(this.cleanUp(link, stream, subject, head, last));
       return;
     }
   }
@@ -340,25 +330,6 @@ export class NatsInboxStore implements InboxStore {
   }
 
   /**
-   * Publishes a reset marker (no compare-and-set: whatever the subject holds is the ended
-   * session's) and resolves with its stream sequence. A send that got no answer is checked
-   * against the subject's last message, which carries the write's id when it landed.
-   */
-  private async reset(link: JetStreamLink, stream: string, subject: string): Promise<number> {
-    const headers = headersOf({ [H_KIND]: 'r', [H_NEXT]: '1', [H_HEAD]: '1', [H_WRITE]: `${WRITER}.${++this.writes}` });
-    const deadline = Date.now() + link.timeoutMs;
-    for (;;) {
-      try {
-        return await link.publish(subject, new Uint8Array(0), headers, undefined, link.attemptMs);
-      } catch (err) {
-        if ((err as { code?: string }).code !== 'TIMEOUT' || link.isClosing || Date.now() > deadline) throw err;
-      }
-      const m = await link.last(stream, subject);
-      if (m !== undefined && m.headers?.get(H_WRITE) === headers.get(H_WRITE)) return m.seq;
-    }
-  }
-
-  /**
    * Entries between Head and Next that the stream no longer holds: removed behind this store's
    * back (a purge replayed by nats-server before 2.9.18, see {@link cleanUp}, or by hand). The
    * read goes on after them: a warn line says which, since nobody else can.
@@ -381,22 +352,22 @@ export class NatsInboxStore implements InboxStore {
   }
 
   /**
-   * Removes the messages of a subject whose entries are all behind `head` or that came before the
-   * reset at `since`: walks from the subject's first message to the first chunk with a live entry
-   * (or the state message `last`, which stays), then deletes the messages before it one by one. Never a purge: the stream is
+   * Removes the messages of a subject whose entries are all behind `head`: walks from the
+   * subject's first message to the first chunk with a live entry (or the state message `last`,
+   * which stays), then deletes the messages before it one by one. Never a purge: the stream is
    * shared by every session of the partition, and a purge replayed by a NATS cluster restarting
    * (nats-server before 2.9.18) empties the whole stream up to it, every session's backlog with
    * it (JetStreamLink.deleteMessages). Only ever removes dead entries, so it needs no lock
    * against writers, which only add after `last`.
    */
-  private async cleanUp(link: JetStreamLink, stream: string, subject: string, head: number, last: number, since: number): Promise<void> {
+  private async cleanUp(link: JetStreamLink, stream: string, subject: string, head: number, last: number): Promise<void> {
     try {
       const dead: number[] = [];
       let cursor = 0;
       for (let step = 0; step < GC_MAX_STEPS; step++) {
         const m = await link.next(stream, subject, cursor);
         if (m === undefined || m.seq >= last) break;
-        if (m.seq > since && m.headers?.get(H_KIND) === 'c' && num(m, H_NEXT) > head) break;
+        if (m.headers?.get(H_KIND) === 'c' && num(m, H_NEXT) > head) break;
         dead.push(m.seq);
         cursor = m.seq + 1;
       }

@@ -192,11 +192,8 @@ export class JetStreamLink {
     }
   }
 
-  /**
-   * Creates the stream, or checks that the existing one (another node made it) holds the same
-   * subjects; resolves with the configuration the stream has.
-   */
-  async ensureStream(config: Partial<StreamConfig> & { name: string; subjects: string[] }): Promise<Partial<StreamConfig>> {
+  /** Creates the stream, or checks that the existing one (another node made it) holds the same subjects. */
+  async ensureStream(config: Partial<StreamConfig> & { name: string; subjects: string[] }): Promise<void> {
     const full: Partial<StreamConfig> = {
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
@@ -218,7 +215,7 @@ export class JetStreamLink {
     }
   }
 
-  private async ensureStreamOnce(name: string, subjects: readonly string[], full: Partial<StreamConfig>): Promise<Partial<StreamConfig>> {
+  private async ensureStreamOnce(name: string, subjects: readonly string[], full: Partial<StreamConfig>): Promise<void> {
     const config = { name, subjects };
     // After a lost race to create it, the other node's stream may take a while to appear (R3: its
     // Raft group forms first, slower on a busy machine).
@@ -229,7 +226,7 @@ export class JetStreamLink {
         const missing = config.subjects.filter((s) => !info.config.subjects.includes(s));
         if (missing.length > 0)
           throw new NatsStorageError('BIFRO_STORAGE_NATS_LAYOUT', `stream ${config.name} exists without subject ${missing.join(', ')}`);
-        return info.config;
+        return;
       } catch (err) {
         if (!notFound(err)) throw err;
         if (attempt > 0 && Date.now() > raceDeadline)
@@ -244,7 +241,8 @@ export class JetStreamLink {
         }
       }
       try {
-        return (await this.jsm.streams.add(full)).config;
+        await this.jsm.streams.add(full);
+        return;
       } catch (err) {
         // Another node created it between our info and add: read it again.
         if (!/already in use|subjects overlap/.test(describe(err))) throw err;
@@ -332,9 +330,9 @@ export class JetStreamLink {
 
   /**
    * Removes the messages of `filter` (below stream sequence `before` when given), leaving no
-   * marker. Only for KV buckets made by an earlier build, whose streams refuse message deletes:
-   * on nats-server before 2.9.18 a restart of every server can replay it as a purge of the whole
-   * stream (see {@link deleteMessages}), which NatsStorage.init warns about.
+   * marker. The KV buckets use it (their streams refuse message deletes), and an inbox's session
+   * delete; on nats-server before 2.9.18 a restart of every server can replay it as a purge of
+   * the whole stream (see {@link deleteMessages}), which NatsStorage.init warns about.
    */
   async purge(stream: string, filter: string, before?: number): Promise<void> {
     await this.unavailableRetry(() => this.jsm.streams.purge(stream, before === undefined ? { filter } : { filter, seq: before }));
@@ -353,35 +351,30 @@ export class JetStreamLink {
       await Promise.all(seqs.slice(i, i + DELETE_WINDOW).map((seq) => this.deleteMessage(stream, seq)));
   }
 
-  /** Removes one message by stream sequence; false when it was gone already. */
-  async deleteMessage(stream: string, seq: number): Promise<boolean> {
+  private async deleteMessage(stream: string, seq: number): Promise<void> {
     try {
       await this.unavailableRetry(() => this.jsm.streams.deleteMessage(stream, seq, false));
-      return true;
     } catch (err) {
-      // Removed already (a clean-up that failed half way, two nodes cleaning up the same inbox, a
-      // key written again since).
+      // Removed already (a clean-up that failed half way, or two nodes cleaning up the same inbox).
       const code = apiErrorCode(err);
       if (code !== SEQUENCE_NOT_FOUND && !(code === MSG_DELETE_FAILED && /no message found/i.test(describe(err)))) throw err;
-      return false;
     }
   }
 
   /**
    * Hands the messages of `filter` to `each` in stream order (only the last of each subject with
-   * `lastPerSubject`; after stream sequence `after` without it), until `each` returns false or
-   * none is left. An ephemeral in-memory consumer, deleted afterwards; a filter without messages
-   * costs one request.
+   * `lastPerSubject`), until `each` returns false or none is left. An ephemeral in-memory
+   * consumer, deleted afterwards; a filter without messages costs one request.
    */
   async scan(
     stream: string,
     filter: string,
-    options: { readonly lastPerSubject?: boolean; readonly headersOnly?: boolean; readonly after?: number },
+    options: { readonly lastPerSubject?: boolean; readonly headersOnly?: boolean },
     each: (m: ReadMsg) => boolean,
   ): Promise<void> {
     const deadline = Date.now() + this.opts.timeoutMs;
     const seen = new Set<string>();
-    let after = options.lastPerSubject === true ? 0 : (options.after ?? 0);
+    let after = 0;
     // Right after a server of the stream died, the meta leader still counts it as a peer for a
     // while (nats-server 2.9 places an R1 consumer on a random one of the stream's peers): the
     // consumer's creation never answers, or it delivers nothing. A consumer that does not come

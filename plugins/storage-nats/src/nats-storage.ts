@@ -19,8 +19,7 @@ const OPEN_CONCURRENCY = 8;
 
 /**
  * The first nats-server that replays a purge as the purge it was when it recovers a replicated
- * stream; earlier ones purge the whole stream up to it (nats-io/nats-server#4196). This storage
- * never purges, except in bucket streams made by an earlier version of it (KvBucket).
+ * stream; earlier ones purge the whole stream up to it (nats-io/nats-server#4196).
  */
 const PURGE_REPLAY_FIXED = [2, 9, 18];
 
@@ -73,9 +72,13 @@ export class NatsStorage implements Storage {
     if (this.replicas < o.replicas)
       o.logger?.warn(`NATS storage: replicas ${o.replicas} capped at ${this.replicas}, the number of NATS servers in the cluster`);
     link.replicas = this.replicas;
-    let refusingDeletes: string[];
+    // Inboxes never purge (their clean-up deletes messages one by one), but the KV buckets do.
+    if (this.replicas > 1 && replaysPurgesWhole(link.serverVersion))
+      o.logger?.warn(
+        `NATS storage: nats-server ${link.serverVersion} may lose session records, inflight state and retained messages when every server of the NATS cluster restarts at once (it replays a key's removal as a purge of the whole bucket, nats-io/nats-server#4196); run nats-server 2.9.18 or later`,
+      );
     try {
-      refusingDeletes = await this.open(link);
+      await this.open(link);
     } catch (err) {
       await link.close();
       if (err instanceof NatsStorageError) throw err;
@@ -83,34 +86,22 @@ export class NatsStorage implements Storage {
         cause: err,
       });
     }
-    if (refusingDeletes.length > 0) {
-      const risk =
-        this.replicas > 1 && replaysPurgesWhole(link.serverVersion)
-          ? `; nats-server ${link.serverVersion} can replay such a purge as a purge of the whole stream when every server of the NATS cluster restarts at once, losing the other keys (nats-io/nats-server#4196, fixed in 2.9.18)`
-          : '';
-      o.logger?.warn(
-        `NATS storage: ${refusingDeletes.length} bucket stream(s) made by an earlier version refuse message deletes (${refusingDeletes.slice(0, 3).join(', ')}${refusingDeletes.length > 3 ? ', ...' : ''}), so removals from them purge${risk}; a new prefix makes new streams (docs/storage-nats.md § Streams made by an earlier version)`,
-      );
-    }
     this.ctx.link = link;
     o.logger?.info(`NATS storage open: prefix ${o.prefix}, ${o.partitions} partitions, ${this.replicas} replicas`);
   }
 
-  /** Opens or creates every stream; resolves with the bucket streams that refuse message deletes. */
-  private async open(link: JetStreamLink): Promise<string[]> {
+  private async open(link: JetStreamLink): Promise<void> {
     const { layout } = this.ctx;
     const meta = new KvBucket(link, layout.metaBucket);
-    const refusing: string[] = (await meta.open()) ? [] : [meta.stream];
+    await meta.open();
     await this.checkLayout(meta);
     const parts = Array.from({ length: layout.partitions }, (_, p) => p);
     const sessions = parts.map((p) => new KvBucket(link, layout.sessionsBucket(p)));
     const inflight = parts.map((p) => new KvBucket(link, layout.inflightBucket(p)));
     const retained = parts.map((p) => new KvBucket(link, layout.retainedBucket(p)));
     const bans = new KvBucket(link, layout.bansBucket);
-    const tasks: Array<() => Promise<unknown>> = [
-      ...[...sessions, ...inflight, ...retained, bans].map((b) => async () => {
-        if (!(await b.open())) refusing.push(b.stream);
-      }),
+    const tasks: Array<() => Promise<void>> = [
+      ...[...sessions, ...inflight, ...retained, bans].map((b) => () => b.open()),
       ...parts.map((p) => () => link.ensureStream({ name: layout.inboxStream(p), subjects: [layout.inboxSubjects(p)] })),
     ];
     await Promise.all(
@@ -119,7 +110,6 @@ export class NatsStorage implements Storage {
       }),
     );
     Object.assign(this.ctx, { sessions, inflight, retained, bans });
-    return refusing.sort();
   }
 
   /** The first node writes the layout; every later one must find the same partitions. */

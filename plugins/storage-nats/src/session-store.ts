@@ -1,9 +1,7 @@
 import type { PageRequest, SessionRecord, SessionStore } from '@bifro/spi';
-import { SESSION_LIST_KEY_SEPARATOR, STORAGE_FENCED } from '@bifro/spi';
-import { NatsStorageError } from './errors';
-import { headersOf, WriteConflict } from './jetstream-link';
+import { SESSION_LIST_KEY_SEPARATOR } from '@bifro/spi';
 import { decodeToken, encodeToken, isHashed } from './key-codec';
-import type { BucketEntry, KvBucket } from './kv-bucket';
+import type { KvBucket } from './kv-bucket';
 import { sessionKey } from './layout';
 import { asBuffer, type StoreContext } from './store-context';
 import { decodeSession, encodeSession } from '@bifro/spi';
@@ -21,9 +19,6 @@ export interface SessionDependents {
  * fine for the admin API that calls it, not for a hot path.
  */
 export class NatsSessionStore implements SessionStore {
-  /** Per session key: the revision and epoch this instance last read or wrote (bounded, oldest forgotten first). */
-  private readonly seen = new Map<string, { readonly revision: number; readonly epoch: number }>();
-
   constructor(
     private readonly ctx: StoreContext,
     private readonly dependents: SessionDependents,
@@ -35,83 +30,26 @@ export class NatsSessionStore implements SessionStore {
 
   get(tenantId: string, clientId: string): Promise<SessionRecord | undefined> {
     return this.ctx.call(`session get (${tenantId}/${clientId})`, async () => {
-      const key = sessionKey(tenantId, clientId);
-      const e = await this.bucket(tenantId, clientId).get(key);
-      this.saw(key, e);
-      return e === undefined ? undefined : recordOf(e);
+      const e = await this.bucket(tenantId, clientId).get(sessionKey(tenantId, clientId));
+      return e === undefined ? undefined : decodeSession(asBuffer(e.value));
     });
   }
 
   put(record: SessionRecord): Promise<void> {
-    const { tenantId, clientId, epoch } = record;
+    const { tenantId, clientId } = record;
     return this.ctx.call(`session put (${tenantId}/${clientId})`, async () => {
-      const key = sessionKey(tenantId, clientId);
-      const b = this.bucket(tenantId, clientId);
-      if (epoch === undefined) {
-        await b.put(key, encodeSession(record));
-        return;
-      }
-      const value = encodeSession({ ...record, epoch: undefined });
-      const headers = headersOf({ [H_EPOCH]: String(epoch) });
-      await this.fenced(b, key, epoch, `session put (${tenantId}/${clientId})`, async (revision) => {
-        this.seen.set(key, { revision: await b.put(key, value, revision, headers), epoch });
-      });
+      await this.bucket(tenantId, clientId).put(sessionKey(tenantId, clientId), encodeSession(record));
     });
   }
 
-  delete(tenantId: string, clientId: string, epoch?: number): Promise<void> {
+  delete(tenantId: string, clientId: string): Promise<void> {
     return this.ctx.call(`session delete (${tenantId}/${clientId})`, async () => {
-      const key = sessionKey(tenantId, clientId);
-      const b = this.bucket(tenantId, clientId);
-      if (epoch === undefined) {
-        await Promise.all([
-          b.remove(key),
-          this.dependents.clearInbox(tenantId, clientId),
-          this.dependents.clearInflight(tenantId, clientId),
-        ]);
-        return;
-      }
-      // The record first: a refused removal leaves the inbox and inflight state to the newer owner.
-      await this.fenced(b, key, epoch, `session delete (${tenantId}/${clientId})`, async (revision) => {
-        if (revision > 0) await b.removeAt(key, revision);
-        this.seen.set(key, { revision: 0, epoch });
-      });
-      await Promise.all([this.dependents.clearInbox(tenantId, clientId), this.dependents.clearInflight(tenantId, clientId)]);
+      await Promise.all([
+        this.bucket(tenantId, clientId).remove(sessionKey(tenantId, clientId)),
+        this.dependents.clearInbox(tenantId, clientId),
+        this.dependents.clearInflight(tenantId, clientId),
+      ]);
     });
-  }
-
-  /**
-   * Runs `write` with the revision it must replace (0: the key must be absent), as known from
-   * this instance's last read or write of the key, or read now. A write that meets another
-   * writer's (WriteConflict) reads the key again: a newer epoch there, or the record removed by
-   * someone else, refuses the write (BIFRO_STORAGE_FENCED); an older or equal epoch is replaced.
-   */
-  private async fenced(b: KvBucket, key: string, epoch: number, what: string, write: (revision: number) => Promise<void>): Promise<void> {
-    let known = this.seen.get(key);
-    for (let attempt = 1; ; attempt++) {
-      if (known === undefined) {
-        const e = await b.get(key);
-        known = { revision: e?.revision ?? 0, epoch: epochOf(e) };
-      }
-      if (known.epoch > epoch) throw fencedError(what, known.epoch, epoch);
-      try {
-        await write(known.revision);
-        return;
-      } catch (err) {
-        this.seen.delete(key);
-        if (!(err instanceof WriteConflict) || attempt >= CAS_ATTEMPTS) throw err;
-      }
-      const e = await b.get(key);
-      if (e === undefined && known.revision > 0) throw fencedError(what, undefined, epoch);
-      known = { revision: e?.revision ?? 0, epoch: epochOf(e) };
-    }
-  }
-
-  /** What a read found, as the starting point of this instance's next fenced write of the key. */
-  private saw(key: string, e: BucketEntry | undefined): void {
-    this.seen.delete(key);
-    this.seen.set(key, { revision: e?.revision ?? 0, epoch: epochOf(e) });
-    if (this.seen.size > REMEMBERED_SESSIONS) this.seen.delete(this.seen.keys().next().value as string);
   }
 
   private async idsOf(p: number, key: string): Promise<{ tenantId: string; clientId: string }> {
@@ -140,33 +78,7 @@ export class NatsSessionStore implements SessionStore {
         .sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : 0))
         .slice(0, page.limit);
       const records = await Promise.all(chosen.map((k) => this.ctx.sessions[k.p].get(k.k)));
-      return records.flatMap((e) => (e === undefined ? [] : [recordOf(e)]));
+      return records.flatMap((e) => (e === undefined ? [] : [decodeSession(asBuffer(e.value))]));
     });
   }
-}
-
-/** Header of a session record's message: the owner epoch that wrote it (SPI 1.7.0 fencing). */
-const H_EPOCH = 'Bifro-Epoch';
-/** Session keys whose last revision and epoch are remembered for fenced writes. */
-const REMEMBERED_SESSIONS = 65_536;
-/** Fenced writes that meet another writer's this many times in a row give up. */
-const CAS_ATTEMPTS = 8;
-
-/** The epoch a record was written with; -1 for none (absent, or written without one). */
-function epochOf(e: BucketEntry | undefined): number {
-  // A header that is not there reads as ''.
-  const text = e?.headers?.get(H_EPOCH) ?? '';
-  const n = text === '' ? NaN : Number(text);
-  return Number.isSafeInteger(n) ? n : -1;
-}
-
-function recordOf(e: BucketEntry): SessionRecord {
-  const record = decodeSession(asBuffer(e.value));
-  const epoch = epochOf(e);
-  return epoch < 0 ? record : { ...record, epoch };
-}
-
-function fencedError(what: string, stored: number | undefined, epoch: number): NatsStorageError {
-  const why = stored === undefined ? 'its record was removed by another owner' : `its record holds owner epoch ${stored}`;
-  return new NatsStorageError(STORAGE_FENCED, `${what}: refused at owner epoch ${epoch}: ${why} (the session moved to another node)`);
 }

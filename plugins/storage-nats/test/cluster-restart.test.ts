@@ -1,5 +1,4 @@
 import type { NatsConnection } from 'nats';
-import type { SessionRecord, StoredMessage } from '@bifro/spi';
 import { replaysPurgesWhole } from '../src/nats-storage';
 import { startNatsCluster, type NatsCluster } from '../../../test/support/nats-server';
 import { adminConnection, numberedMessage, sameStorage, storageOn } from './nats-fixtures';
@@ -91,108 +90,17 @@ it.each([
   expect(replaysPurgesWhole(version)).toBe(expected);
 });
 
-function session(clientId: string): SessionRecord {
-  return {
-    tenantId: 't',
-    clientId,
-    userId: 'u',
-    protocolVersion: 5,
-    expirySeconds: 3600,
-    createdAt: 1,
-    subscriptions: [{ filter: `to/${clientId}`, qos: 1, noLocal: false, retainAsPublished: false, retainHandling: 0 }],
-  };
-}
-
-function retained(topic: string): StoredMessage {
-  return { topic, payload: Buffer.from(topic), qos: 1, retain: true, publishedAt: 1 };
-}
-
-it('at R3, session records, inflight state, retained messages and inboxes survive a restart of every NATS server after other keys were removed', async () => {
-  const storage = storageOn(nats.urls, { replicas: 3, partitions: 1, timeoutMs: 5000 });
-  await storage.init();
-  const keep = ['k1', 'k2', 'k3'];
-  for (const c of keep) {
-    await storage.sessions.put(session(c));
-    await storage.inflight.put(
-      't',
-      c,
-      [1, 2, 3].map((packetId) => ({ packetId, phase: 'publish' as const, message: numberedMessage(packetId) })),
-    );
-    await storage.inflight.addIncoming('t', c, 7);
-    await storage.retained.put('t', retained(`keep/${c}`));
-    await storage.inbox.append('t', c, [numberedMessage(1), numberedMessage(2)], limit);
-  }
-  // Other sessions come and go after them: every kind of removal, many times.
-  for (let i = 0; i < 20; i++) {
-    const c = `gone${i}`;
-    await storage.sessions.put(session(c));
-    await storage.inflight.put('t', c, [{ packetId: 1, phase: 'publish', message: numberedMessage(i) }]);
-    await storage.inflight.addIncoming('t', c, 9);
-    await storage.inbox.append('t', c, [numberedMessage(i)], limit);
-    await storage.retained.put('t', retained(`gone/${i}`));
-    await storage.inflight.remove('t', c, [1]);
-    await storage.inflight.removeIncoming('t', c, 9);
-    await storage.retained.delete('t', `gone/${i}`);
-    await storage.sessions.delete('t', c);
-  }
-  // And one packet of each kept session completes.
-  for (const c of keep) await storage.inflight.remove('t', c, [2]);
-  await storage.inbox.settle();
-  await storage.close();
-
-  await Promise.all(nats.servers.map((s) => s.kill9()));
-  await Promise.all(nats.servers.map((s) => s.restart()));
-
-  const reader = sameStorage(storage, { timeoutMs: 20_000 });
-  await reader.init();
-  try {
-    for (const c of keep) {
-      expect(await reader.sessions.get('t', c)).toEqual(session(c));
-      expect((await reader.inflight.list('t', c)).map((r) => r.packetId)).toEqual([1, 3]);
-      expect(await reader.inflight.listIncoming('t', c)).toEqual([7]);
-      expect((await reader.retained.get('t', `keep/${c}`))?.topic).toBe(`keep/${c}`);
-      expect((await reader.inbox.read('t', c, 0, 10)).map((e) => e.seq)).toEqual([1, 2]);
-    }
-    for (let i = 0; i < 20; i++) {
-      expect(await reader.sessions.get('t', `gone${i}`)).toBeUndefined();
-      expect(await reader.inflight.list('t', `gone${i}`)).toEqual([]);
-      expect(await reader.inbox.count('t', `gone${i}`)).toBe(0);
-      expect(await reader.retained.get('t', `gone/${i}`)).toBeUndefined();
-    }
-  } finally {
-    await reader.close();
-  }
-}, 120_000);
-
-it('bucket streams made by an earlier version (refusing message deletes) still work, purging, and init names them', async () => {
-  const first = storageOn(nats.urls, { replicas: 3, partitions: 1, timeoutMs: 5000 });
-  const { prefix } = first.options;
-  // What an earlier version created: the session bucket's stream with deletes denied.
-  const jsm = await admin.jetstreamManager();
-  const legacy = `KV_${prefix}_sess_0`;
-  await jsm.streams.add({
-    name: legacy,
-    subjects: [`$KV.${prefix}_sess_0.>`],
-    max_msgs_per_subject: 1,
-    deny_delete: true,
-    num_replicas: 3,
-  });
+it('init warns, at R3, when the nats-server replays purges as purges of the whole stream', async () => {
   const warnings: string[] = [];
   const logger = { trace: () => {}, debug: () => {}, info: () => {}, error: () => {}, warn: (m: string) => void warnings.push(m) };
-  const storage = sameStorage(first, { logger });
+  const storage = sameStorage(storageOn(nats.urls, { replicas: 3, partitions: 1, timeoutMs: 5000 }), { logger });
   await storage.init();
   try {
-    expect(warnings.filter((w) => w.includes('refuse message deletes'))).toEqual([
-      expect.stringContaining(
-        `NATS storage: 1 bucket stream(s) made by an earlier version refuse message deletes (${legacy}), so removals from them purge`,
-      ),
-    ]);
-    if (replaysPurgesWhole(admin.info?.version)) expect(warnings.join('\n')).toContain('nats-io/nats-server#4196');
-    await storage.sessions.put(session('a'));
-    await storage.sessions.put(session('b'));
-    await storage.sessions.delete('t', 'a');
-    expect(await storage.sessions.get('t', 'a')).toBeUndefined();
-    expect(await storage.sessions.get('t', 'b')).toEqual(session('b'));
+    const version = admin.info?.version;
+    expect(version).toMatch(/^\d+\.\d+\.\d+/);
+    const warned = warnings.filter((w) => w.includes('nats-io/nats-server#4196'));
+    expect(warned).toHaveLength(replaysPurgesWhole(version) ? 1 : 0);
+    if (warned.length > 0) expect(warned[0]).toContain(`nats-server ${version} may lose session records`);
   } finally {
     await storage.close();
   }

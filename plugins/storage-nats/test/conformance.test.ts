@@ -21,12 +21,11 @@ afterAll(async () => {
 
 const destroy = (s: Storage): Promise<void> => deleteStreams(admin, (s as NatsStorage).options.prefix);
 
-describe('NATS storage: storage conformance kit, with close and reopen, bans and fencing', () => {
+describe('NATS storage: storage conformance kit, with close and reopen, and bans', () => {
   registerConformance(
     storageConformance({
       create: () => storageOn(nats.urls),
       reopen: async (previous) => sameStorage(previous as NatsStorage),
-      second: async (first) => sameStorage(first as NatsStorage),
       destroy,
       durable: true,
       bans: true,
@@ -44,7 +43,6 @@ describe('NATS storage: conformance through the plugin factory (one partition)',
         return factory(testPluginContext({ options: { servers: nats.urls, prefix: uniquePrefix('f'), partitions: 1, replicas: 1 } }));
       },
       reopen: async (previous) => sameStorage(previous as NatsStorage),
-      second: async (first) => sameStorage(first as NatsStorage),
       destroy,
       durable: true,
       bans: true,

@@ -5,7 +5,6 @@ import { DEFAULT_CALL_TIMEOUT_MS } from './conformance-case';
 import { call, withInstance } from './contract-checks';
 import { banCases, banDurabilityCases } from './storage-ban-cases';
 import { durabilityCases, type AddDurabilityCase } from './storage-durability-cases';
-import { fencingCases, type AddFencingCase } from './storage-fencing-cases';
 import type { AddStorageCase } from './storage-fixtures';
 import { inboxCases } from './storage-inbox-cases';
 import { inflightCases } from './storage-inflight-cases';
@@ -29,12 +28,6 @@ export interface StorageConformanceOptions extends InstanceFactory<Storage> {
    * `false` leaves them out; absent runs them when the storage under test has `bans`.
    */
   readonly bans?: boolean;
-  /**
-   * Opens a second instance over the data of `first` while `first` stays open, as a second node
-   * of a cluster does (SPI 1.7.0). When given, the fencing cases run; a storage with
-   * `shared: true` must give it. `destroy` is called with `first` only.
-   */
-  readonly second?: (first: Storage) => Promise<Storage>;
 }
 
 const STORES = {
@@ -92,8 +85,6 @@ export function storageConformance(options: StorageConformanceOptions): Conforma
   add('lifecycle: create, init and close resolve; durable is a boolean and the four stores have their methods', async (s) => {
     assert.equal(typeof s.durable, 'boolean', 'durable must be a boolean');
     if (options.durable !== undefined) assert.equal(s.durable, options.durable, 'durable');
-    if (s.shared === true)
-      assert.ok(options.second !== undefined, 'a storage with shared: true must run the fencing cases (SPI 1.7.0): give the kit `second`');
     for (const [store, methods] of Object.entries(STORES)) {
       const object: unknown = (s as unknown as Record<string, unknown>)[store];
       assert.ok(typeof object === 'object' && object !== null, `storage.${store} must be an object`);
@@ -107,26 +98,6 @@ export function storageConformance(options: StorageConformanceOptions): Conforma
   inflightCases(add);
   retainedCases(add);
   banCases(add, options.bans);
-
-  const second = options.second;
-  if (second !== undefined) {
-    const addFencing: AddFencingCase = (name, check) => {
-      cases.push({
-        name: `storage/${name}`,
-        run: () =>
-          withInstance(options, async (a) => {
-            const b = await call('second()', callTimeout, () => second(a));
-            try {
-              if (b.init) await call('init() of the second instance', callTimeout, () => b.init?.());
-              await call(`case "${name}"`, caseTimeout, () => check(a, b));
-            } finally {
-              if (b.close) await call('close() of the second instance', callTimeout, () => b.close?.());
-            }
-          }),
-      });
-    };
-    fencingCases(addFencing);
-  }
 
   const reopen = options.reopen;
   if (reopen !== undefined) {
