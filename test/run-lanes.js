@@ -43,7 +43,10 @@ function run(jestArgs, prefix) {
         readline.createInterface({ input: from }).on('line', (line) => {
           to.write(`${prefix}${line}\n`);
           if (grace === undefined && DID_NOT_EXIT.test(line))
-            grace = setTimeout(() => kill(`open handles kept jest running ${OPEN_HANDLES_GRACE_MS / 1000} s after its results`), OPEN_HANDLES_GRACE_MS);
+            grace = setTimeout(
+              () => kill(`open handles kept jest running ${OPEN_HANDLES_GRACE_MS / 1000} s after its results`),
+              OPEN_HANDLES_GRACE_MS,
+            );
         });
     }
     child.on('exit', (code, signal) => {
