@@ -1,4 +1,5 @@
 import type { Storage } from '@bifro/spi';
+import semver from 'semver';
 import { NatsBanStore } from './ban-store';
 import { describe, NatsStorageError } from './errors';
 import { NatsInboxStore } from './inbox-store';
@@ -21,17 +22,12 @@ const OPEN_CONCURRENCY = 8;
  * The first nats-server that replays a purge as the purge it was when it recovers a replicated
  * stream; earlier ones purge the whole stream up to it (nats-io/nats-server#4196).
  */
-const PURGE_REPLAY_FIXED = [2, 9, 18];
+const PURGE_REPLAY_FIXED = '2.9.18';
 
-/** Whether a nats-server version (`2.9.10`) predates {@link PURGE_REPLAY_FIXED}; false when unknown. */
+/** Whether a nats-server version (`2.9.10`, `v2.9.9-beta`) predates {@link PURGE_REPLAY_FIXED}; false when unknown. */
 export function replaysPurgesWhole(version: string | undefined): boolean {
-  const parts = /^v?(\d+)\.(\d+)\.(\d+)/.exec(version ?? '');
-  if (parts === null) return false;
-  for (let i = 0; i < 3; i++) {
-    const n = Number(parts[i + 1]);
-    if (n !== PURGE_REPLAY_FIXED[i]) return n < PURGE_REPLAY_FIXED[i];
-  }
-  return false;
+  const v = semver.coerce(version ?? '');
+  return v !== null && semver.lt(v, PURGE_REPLAY_FIXED);
 }
 
 /**

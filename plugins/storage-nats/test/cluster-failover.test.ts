@@ -1,8 +1,7 @@
-import type { NatsConnection } from 'nats';
 import type { NatsStorage } from '../src';
 import { startNatsCluster, type NatsCluster } from '../../../test/support/nats-server';
 import { sleep } from '../../../test/support/server-processes';
-import { adminConnection, numberedMessage, sameStorage, storageOn } from './nats-fixtures';
+import { natsForFile, numberedMessage, sameStorage, storageOn } from './nats-fixtures';
 
 // Three nats-servers, streams at R3: one server is killed with SIGKILL while appends are in
 // flight. Every append that resolved must be read back; the test reports how long writes stalled.
@@ -11,21 +10,10 @@ const SESSIONS = 10;
 const APPENDS = 2000;
 const IN_FLIGHT = 100;
 
-let nats: NatsCluster;
-let admin: NatsConnection;
-
-beforeAll(async () => {
-  nats = await startNatsCluster(3);
-  admin = await adminConnection(nats.urls);
-}, 30_000);
-
-afterAll(async () => {
-  await admin?.close();
-  await nats?.dispose();
-});
+const env = natsForFile(() => startNatsCluster(3));
 
 it('at R3, appends keep resolving when one NATS server is killed, and none that resolved is lost', async () => {
-  const storage = storageOn(nats.urls, { replicas: 3, partitions: 2, timeoutMs: 5000 });
+  const storage = storageOn(env.nats.urls, { replicas: 3, partitions: 2, timeoutMs: 5000 });
   await storage.init();
   expect(storage.replicas).toBe(3);
   const victim = await leaderOf(storage);
@@ -88,11 +76,11 @@ it('at R3, appends keep resolving when one NATS server is killed, and none that 
 
 /** The server leading the inbox stream of the most sessions' partition: killing it forces an election. */
 async function leaderOf(storage: NatsStorage): Promise<NatsCluster['servers'][number]> {
-  const jsm = await admin.jetstreamManager();
+  const jsm = await env.admin.jetstreamManager();
   const stream = `${storage.options.prefix.toUpperCase()}_INBOX_0`;
   for (let i = 0; i < 50; i++) {
     const leader = (await jsm.streams.info(stream)).cluster?.leader;
-    const server = nats.servers.find((s) => s.name === leader);
+    const server = env.nats.servers.find((s) => s.name === leader);
     if (server !== undefined) return server;
     await sleep(100);
   }

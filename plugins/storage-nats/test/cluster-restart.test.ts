@@ -1,7 +1,7 @@
-import type { NatsConnection } from 'nats';
+import { testPluginContext } from '@bifro/spi/testing';
 import { replaysPurgesWhole } from '../src/nats-storage';
-import { startNatsCluster, type NatsCluster } from '../../../test/support/nats-server';
-import { adminConnection, numberedMessage, sameStorage, storageOn } from './nats-fixtures';
+import { startNatsCluster } from '../../../test/support/nats-server';
+import { natsForFile, numberedMessage, sameStorage, storageOn } from './nats-fixtures';
 
 // Three nats-servers, streams at R3, every server killed with SIGKILL and started again (a NATS
 // cluster restarted by hand, or a power cut). The inbox stream of a partition is shared by its
@@ -13,24 +13,21 @@ const BACKLOG = 600;
 const COMMITTED = 100;
 const ROUNDS = 20;
 
-let nats: NatsCluster;
-let admin: NatsConnection;
-
-beforeAll(async () => {
-  nats = await startNatsCluster(3);
-  admin = await adminConnection(nats.urls);
-}, 30_000);
-
-afterAll(async () => {
-  await admin?.close();
-  await nats?.dispose();
-});
+const env = natsForFile(() => startNatsCluster(3));
 
 const limit = { maxSize: 1_000_000, dropOldest: false };
 
+/** A storage at R3 on one partition whose logger keeps what it warned about. */
+function storageLoggingWarnings() {
+  const ctx = testPluginContext();
+  const storage = sameStorage(storageOn(env.nats.urls, { replicas: 3, partitions: 1, timeoutMs: 5000 }), { logger: ctx.logger });
+  const warnings = (): string[] => ctx.logged.filter((l) => l.level === 'warn').map((l) => l.msg);
+  return { storage, warnings };
+}
+
 it("at R3, a session's backlog survives a restart of every NATS server after other sessions' inboxes were cleaned up", async () => {
   // One partition: every session's inbox on one stream, as many sessions share one on a broker.
-  const storage = storageOn(nats.urls, { replicas: 3, partitions: 1, timeoutMs: 5000 });
+  const storage = storageOn(env.nats.urls, { replicas: 3, partitions: 1, timeoutMs: 5000 });
   await storage.init();
   const stream = `${storage.options.prefix.toUpperCase()}_INBOX_0`;
 
@@ -46,13 +43,13 @@ it("at R3, a session's backlog survives a restart of every NATS server after oth
     }
   }
   await storage.inbox.settle();
-  const jsm = await admin.jetstreamManager();
+  const jsm = await env.admin.jetstreamManager();
   const before = (await jsm.streams.info(stream)).state;
   expect(await storage.inbox.count('t', 'slow')).toBe(BACKLOG - COMMITTED);
   await storage.close();
 
-  await Promise.all(nats.servers.map((s) => s.kill9()));
-  await Promise.all(nats.servers.map((s) => s.restart()));
+  await Promise.all(env.nats.servers.map((s) => s.kill9()));
+  await Promise.all(env.nats.servers.map((s) => s.restart()));
 
   // Another node reads it, with room for the stream leader's election.
   const reader = sameStorage(storage, { timeoutMs: 20_000 });
@@ -91,14 +88,12 @@ it.each([
 });
 
 it('init warns, at R3, when the nats-server replays purges as purges of the whole stream', async () => {
-  const warnings: string[] = [];
-  const logger = { trace: () => {}, debug: () => {}, info: () => {}, error: () => {}, warn: (m: string) => void warnings.push(m) };
-  const storage = sameStorage(storageOn(nats.urls, { replicas: 3, partitions: 1, timeoutMs: 5000 }), { logger });
+  const { storage, warnings } = storageLoggingWarnings();
   await storage.init();
   try {
-    const version = admin.info?.version;
+    const version = env.admin.info?.version;
     expect(version).toMatch(/^\d+\.\d+\.\d+/);
-    const warned = warnings.filter((w) => w.includes('nats-io/nats-server#4196'));
+    const warned = warnings().filter((w) => w.includes('nats-io/nats-server#4196'));
     expect(warned).toHaveLength(replaysPurgesWhole(version) ? 1 : 0);
     if (warned.length > 0) expect(warned[0]).toContain(`nats-server ${version} may lose session records`);
   } finally {
@@ -107,16 +102,14 @@ it('init warns, at R3, when the nats-server replays purges as purges of the whol
 });
 
 it('a read says which entries are missing when messages of an inbox were removed outside the storage, and goes on after them', async () => {
-  const warnings: string[] = [];
-  const logger = { trace: () => {}, debug: () => {}, info: () => {}, error: () => {}, warn: (m: string) => void warnings.push(m) };
-  const storage = sameStorage(storageOn(nats.urls, { replicas: 3, partitions: 1, timeoutMs: 5000 }), { logger });
+  const { storage, warnings } = storageLoggingWarnings();
   await storage.init();
   try {
     // One chunk per append: appended one at a time.
     for (let i = 0; i < 6; i++) await storage.inbox.append('t', 'gap', [numberedMessage(i)], limit);
     const stream = `${storage.options.prefix.toUpperCase()}_INBOX_0`;
     const subject = `${storage.options.prefix}.inbox.0.t.gap`;
-    const jsm = await admin.jetstreamManager();
+    const jsm = await env.admin.jetstreamManager();
     const chunks: number[] = [];
     for (let seq = 0; ;) {
       const m = await jsm.streams.getMessage(stream, { next_by_subj: subject, seq } as never).catch(() => undefined);
@@ -130,7 +123,7 @@ it('a read says which entries are missing when messages of an inbox were removed
     await jsm.streams.deleteMessage(stream, chunks[3]);
     const entries = await storage.inbox.read('t', 'gap', 0, 100);
     expect(entries.map((e) => e.seq)).toEqual([1, 2, 5, 6]);
-    expect(warnings.filter((w) => w.includes('missing'))).toEqual([
+    expect(warnings().filter((w) => w.includes('missing'))).toEqual([
       `inbox ${subject}: entries 3 to 4 are missing from the stream (removed outside this storage); reading goes on after them`,
     ]);
   } finally {

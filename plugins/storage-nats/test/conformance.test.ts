@@ -1,30 +1,18 @@
 import type { Storage } from '@bifro/spi';
 import { registerConformance, storageConformance, testPluginContext } from '@bifro/spi/testing';
-import type { NatsConnection } from 'nats';
 import plugin, { NatsStorage } from '../src';
-import { startNatsServer, type NatsCluster } from '../../../test/support/nats-server';
-import { adminConnection, deleteStreams, sameStorage, storageOn, uniquePrefix } from './nats-fixtures';
+import { startNatsServer } from '../../../test/support/nats-server';
+import { deleteStreams, natsForFile, sameStorage, storageOn, uniquePrefix } from './nats-fixtures';
 
 // One nats-server for the file; every case gets its own prefix (its own streams), removed afterwards.
-let nats: NatsCluster;
-let admin: NatsConnection;
+const env = natsForFile(() => startNatsServer());
 
-beforeAll(async () => {
-  nats = await startNatsServer();
-  admin = await adminConnection(nats.urls);
-}, 30_000);
-
-afterAll(async () => {
-  await admin?.close();
-  await nats?.dispose();
-});
-
-const destroy = (s: Storage): Promise<void> => deleteStreams(admin, (s as NatsStorage).options.prefix);
+const destroy = (s: Storage): Promise<void> => deleteStreams(env.admin, (s as NatsStorage).options.prefix);
 
 describe('NATS storage: storage conformance kit, with close and reopen, and bans', () => {
   registerConformance(
     storageConformance({
-      create: () => storageOn(nats.urls),
+      create: () => storageOn(env.nats.urls),
       reopen: async (previous) => sameStorage(previous as NatsStorage),
       destroy,
       durable: true,
@@ -40,7 +28,7 @@ describe('NATS storage: conformance through the plugin factory (one partition)',
       create: async (): Promise<Storage> => {
         const factory = plugin.storage;
         if (factory === undefined) throw new Error('the plugin must provide storage');
-        return factory(testPluginContext({ options: { servers: nats.urls, prefix: uniquePrefix('f'), partitions: 1, replicas: 1 } }));
+        return factory(testPluginContext({ options: { servers: env.nats.urls, prefix: uniquePrefix('f'), partitions: 1, replicas: 1 } }));
       },
       reopen: async (previous) => sameStorage(previous as NatsStorage),
       destroy,

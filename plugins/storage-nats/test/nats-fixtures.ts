@@ -1,6 +1,7 @@
 import { connect, type NatsConnection } from 'nats';
 import type { InboxMessage } from '@bifro/spi';
 import { NatsStorage, parseOptions, type NatsStorageOptions } from '../src';
+import type { NatsCluster } from '../../../test/support/nats-server';
 
 /** A storage under its own prefix, so cases sharing one nats-server never see each other's data. */
 let counter = 0;
@@ -28,6 +29,26 @@ export async function deleteStreams(nc: NatsConnection, prefix: string): Promise
 
 export function adminConnection(servers: readonly string[]): Promise<NatsConnection> {
   return connect({ servers: [...servers] });
+}
+
+/** A test file's NATS servers and an admin connection to them: filled in before its tests, stopped after them. */
+export interface FileNats {
+  nats: NatsCluster;
+  admin: NatsConnection;
+}
+
+/** Starts the file's NATS servers with `start` (and an admin connection) before its tests, and stops them after. */
+export function natsForFile(start: () => Promise<NatsCluster>): FileNats {
+  const env = {} as FileNats;
+  beforeAll(async () => {
+    env.nats = await start();
+    env.admin = await adminConnection(env.nats.urls);
+  }, 30_000);
+  afterAll(async () => {
+    await env.admin?.close();
+    await env.nats?.dispose();
+  });
+  return env;
 }
 
 /** Inbox message `i` of a numbered load: its payload is `i` as 4 bytes, so a read back tells which arrived. */
